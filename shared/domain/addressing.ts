@@ -1,0 +1,196 @@
+/**
+ * Address arithmetic for allocation pools: which addresses of a subnet may be handed out, and why a
+ * requested one may not. Pure functions over ip-address; used by every Ipam adapter and by the core's
+ * validation, so they all agree on the rules:
+ *
+ * - never the network or the broadcast address (IPv4; for IPv6 the subnet-router anycast and the last address);
+ * - never the subnet gateway;
+ * - never an excludeIps entry (a single address or an `a..b` range).
+ */
+import { Address4, Address6 } from 'ip-address';
+import type { Pool } from '../ports.js';
+import { AddressOutOfRangeError, InvalidSpecError } from './errors.js';
+import type { Subnet } from './kube-ovn.js';
+
+export type Family = 4 | 6;
+
+export interface Range {
+  /** Inclusive. */
+  start: bigint;
+  /** Inclusive. */
+  end: bigint;
+}
+
+type Addr = Address4 | Address6;
+
+/** Parses a plain address (no prefix) strictly; undefined if it is not one. */
+export function parseAddress(text: string): { family: Family; value: bigint } | undefined {
+  if (text.includes('/')) return undefined;
+  if (Address4.isValid(text)) return { family: 4, value: new Address4(text).bigInt() };
+  if (Address6.isValid(text)) return { family: 6, value: new Address6(text).bigInt() };
+  return undefined;
+}
+
+export function formatAddress(family: Family, value: bigint): string {
+  return family === 4 ? Address4.fromBigInt(value).correctForm() : Address6.fromBigInt(value).correctForm();
+}
+
+/** Canonical text of an address (lower-case, compressed v6) so equal addresses compare equal as strings. */
+export function canonicalAddress(text: string): string {
+  const p = parseAddress(text);
+  if (!p) throw new InvalidSpecError(`invalid IP address "${text}"`);
+  return formatAddress(p.family, p.value);
+}
+
+function parseCidr(cidr: string): { family: Family; addr: Addr } {
+  if (Address4.isValid(cidr) && cidr.includes('/')) return { family: 4, addr: new Address4(cidr) };
+  if (Address6.isValid(cidr) && cidr.includes('/')) return { family: 6, addr: new Address6(cidr) };
+  throw new InvalidSpecError(`invalid CIDR "${cidr}"`);
+}
+
+/** Prefix length of a pool's CIDR. */
+export function prefixLength(pool: Pick<Pool, 'cidr'>): number {
+  return parseCidr(pool.cidr).addr.subnetMask;
+}
+
+/** Network (first) and last address of the CIDR, inclusive. */
+export function cidrBounds(cidr: string): Range & { family: Family } {
+  const { family, addr } = parseCidr(cidr);
+  return { family, start: addr.startAddress().bigInt(), end: addr.endAddress().bigInt() };
+}
+
+/** The addresses a pool may ever hand out, before gateway and exclusions: network+1 … last−1. */
+export function hostRange(pool: Pick<Pool, 'cidr'>): Range {
+  const b = cidrBounds(pool.cidr);
+  // A /31 or /32 (/127, /128) has no host range by this rule; kube-ovn would not allocate from it either.
+  return { start: b.start + 1n, end: b.end - 1n };
+}
+
+/** Number of addresses in the host range (before gateway and exclusions). */
+export function hostCount(pool: Pick<Pool, 'cidr'>): bigint {
+  const r = hostRange(pool);
+  return r.end >= r.start ? r.end - r.start + 1n : 0n;
+}
+
+/**
+ * The reserved ranges of a pool inside its host range (gateway and excludeIps of the pool's family),
+ * sorted and merged. Entries of the other family are ignored, as kube-ovn does.
+ */
+export function reservedRanges(pool: Pool): Range[] {
+  const ranges: Range[] = [];
+  const add = (text: string): void => {
+    const [a, b] = text.includes('..') ? text.split('..') : [text, text];
+    const pa = parseAddress((a ?? '').trim());
+    const pb = parseAddress((b ?? '').trim());
+    if (!pa || !pb) throw new InvalidSpecError(`subnet ${pool.subnet}: invalid excludeIps entry "${text}"`);
+    if (pa.family !== pool.family || pb.family !== pool.family) return;
+    const [s, e] = pa.value <= pb.value ? [pa.value, pb.value] : [pb.value, pa.value];
+    ranges.push({ start: s, end: e });
+  };
+  for (const x of pool.exclude) add(x);
+  if (pool.gateway) add(pool.gateway);
+  ranges.sort((x, y) => (x.start < y.start ? -1 : x.start > y.start ? 1 : 0));
+  const merged: Range[] = [];
+  for (const r of ranges) {
+    const last = merged[merged.length - 1];
+    if (last && r.start <= last.end + 1n) {
+      if (r.end > last.end) last.end = r.end;
+    } else merged.push({ ...r });
+  }
+  return merged;
+}
+
+/**
+ * The allocatable ranges of a pool: the host range minus the reserved ranges, ascending. Its total size is
+ * the pool's capacity; a /16 gives a handful of ranges, never a list of 65k addresses.
+ */
+export function allocatableRanges(pool: Pool): Range[] {
+  const host = hostRange(pool);
+  if (host.end < host.start) return [];
+  const out: Range[] = [];
+  let cursor = host.start;
+  for (const r of reservedRanges(pool)) {
+    if (r.end < cursor) continue;
+    if (r.start > host.end) break;
+    if (r.start > cursor) out.push({ start: cursor, end: r.start - 1n });
+    cursor = r.end + 1n;
+    if (cursor > host.end) break;
+  }
+  if (cursor <= host.end) out.push({ start: cursor, end: host.end });
+  return out;
+}
+
+export function capacity(pool: Pool): bigint {
+  return allocatableRanges(pool).reduce((n, r) => n + (r.end - r.start + 1n), 0n);
+}
+
+/** Why `address` may not be claimed statically in `pool`, or undefined if it may. */
+export function staticAddressProblem(pool: Pool, address: string): string | undefined {
+  const p = parseAddress(address);
+  if (!p) return `invalid IP address "${address}"`;
+  if (p.family !== pool.family) return `${address} is not an IPv${pool.family} address`;
+  const b = cidrBounds(pool.cidr);
+  if (p.value < b.start || p.value > b.end)
+    return `${address} is out of the range of subnet ${pool.subnet} (${pool.cidr})`;
+  if (p.value === b.start) return `${address} is the network address of subnet ${pool.subnet}`;
+  if (p.value === b.end) return `${address} is the broadcast address of subnet ${pool.subnet}`;
+  if (pool.gateway && parseAddress(pool.gateway)?.value === p.value)
+    return `${address} is the gateway of subnet ${pool.subnet}`;
+  for (const r of reservedRanges(pool)) {
+    if (p.value >= r.start && p.value <= r.end)
+      return `${address} is excluded in subnet ${pool.subnet} (excludeIps)`;
+  }
+  return undefined;
+}
+
+/** @throws AddressOutOfRangeError unless `address` may be claimed statically in `pool`. */
+export function assertClaimable(pool: Pool, address: string): void {
+  const problem = staticAddressProblem(pool, address);
+  if (problem) throw new AddressOutOfRangeError(problem);
+}
+
+/**
+ * The allocation pools of a Subnet CR: one per family in `spec.cidrBlock` ("v4", "v6" or "v4,v6").
+ * `spec.gateway` is "v4gw", "v6gw" or "v4gw,v6gw"; a family without one defaults to the first host address
+ * (what kube-ovn's subnet controller writes back).
+ * @throws InvalidSpecError for a malformed cidrBlock or gateway
+ */
+export function poolsOf(subnet: Pick<Subnet, 'metadata' | 'spec'>): Pool[] {
+  const name = subnet.metadata.name;
+  const gateways = (subnet.spec.gateway ?? '')
+    .split(',')
+    .map((g) => g.trim())
+    .filter(Boolean);
+  const exclude = subnet.spec.excludeIps ?? [];
+  const pools: Pool[] = [];
+  for (const cidr of subnet.spec.cidrBlock
+    .split(',')
+    .map((c) => c.trim())
+    .filter(Boolean)) {
+    let parsed: { family: Family; addr: Addr };
+    try {
+      parsed = parseCidr(cidr);
+    } catch {
+      throw new InvalidSpecError(`subnet ${name} has an invalid cidrBlock "${subnet.spec.cidrBlock}"`);
+    }
+    const { family, addr } = parsed;
+    if (pools.some((p) => p.family === family))
+      throw new InvalidSpecError(`subnet ${name} has two IPv${family} CIDRs in "${subnet.spec.cidrBlock}"`);
+    const network = addr.startAddress().bigInt();
+    const cidrText = `${formatAddress(family, network)}/${addr.subnetMask}`;
+    const gw = gateways.find((g) => parseAddress(g)?.family === family);
+    const gateway = gw ? canonicalAddress(gw) : formatAddress(family, network + 1n);
+    const bounds = cidrBounds(cidrText);
+    const g = parseAddress(gateway)!.value;
+    if (g < bounds.start || g > bounds.end)
+      throw new InvalidSpecError(`subnet ${name}: gateway ${gateway} is not inside ${cidrText}`);
+    pools.push({ subnet: name, family, cidr: cidrText, gateway, exclude });
+  }
+  if (pools.length === 0) throw new InvalidSpecError(`subnet ${name} has no cidrBlock`);
+  return pools;
+}
+
+/** `<address>/<prefix length of the pool>`, the form eip-add and eip-del take. */
+export function withPrefix(pool: Pick<Pool, 'cidr'>, address: string): string {
+  return `${address}/${prefixLength(pool)}`;
+}

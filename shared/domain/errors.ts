@@ -1,0 +1,138 @@
+/**
+ * The error taxonomy. Adapters translate library errors (SDK, HTTP, WebSocket) into these once, at the
+ * boundary; the core and the Lambda edge only ever see these classes.
+ *
+ * - Retryable errors are thrown out of the handler so Lambda (or the local sink) retries, and the
+ *   on-failure destination keeps what never succeeds.
+ * - Permanent errors are recorded on the EIP (status.conditions and a Kubernetes Event) and returned as a
+ *   `rejected` outcome: retrying cannot fix them.
+ */
+export abstract class EipError extends Error {
+  abstract readonly code: string;
+  abstract readonly retryable: boolean;
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+export abstract class RetryableError extends EipError {
+  readonly retryable = true as const;
+}
+
+export abstract class PermanentError extends EipError {
+  readonly retryable = false as const;
+}
+
+// ---- permanent ----
+
+/** The event itself is malformed; names the offending field. */
+export class InvalidEventError extends PermanentError {
+  readonly code = 'InvalidEvent';
+}
+
+/** The EIP's spec (or an object it references) cannot be served as written. */
+export class InvalidSpecError extends PermanentError {
+  readonly code = 'InvalidSpec';
+}
+
+/** A static address is held by another owner. */
+export class AddressConflictError extends PermanentError {
+  readonly code = 'AddressConflict';
+  constructor(
+    message: string,
+    readonly holderUid?: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** A static address lies outside the subnet, or is its network, broadcast, gateway or an excluded address. */
+export class AddressOutOfRangeError extends PermanentError {
+  readonly code = 'AddressOutOfRange';
+}
+
+/** The subnet has no free address left. */
+export class NoAvailableAddressError extends PermanentError {
+  readonly code = 'NoAvailableAddress';
+}
+
+/** A change the product refuses: a new v4ip, natGwDp or externalSubnet on an EIP that already has an address. */
+export class UnsupportedChangeError extends PermanentError {
+  readonly code = 'UnsupportedChange';
+}
+
+/** A QoS policy that cannot be bound (unshared policy already bound elsewhere, bad rule values). */
+export class QoSPolicyError extends PermanentError {
+  readonly code = 'QoSPolicyInvalid';
+}
+
+// ---- retryable ----
+
+/** The VPC NAT gateway feature is not enabled (ConfigMaps); retried until an operator enables it. */
+export class NatGwDisabledError extends RetryableError {
+  readonly code = 'NatGwDisabled';
+}
+
+/** The gateway pod is missing, not Running, or ambiguous. */
+export class GatewayNotReadyError extends RetryableError {
+  readonly code = 'GatewayNotReady';
+}
+
+/** nat-gateway.sh exited non-zero, or the exec stream broke before reporting a status. */
+export class GatewayCommandError extends RetryableError {
+  readonly code = 'GatewayCommandFailed';
+  constructor(
+    message: string,
+    readonly exitCode: number | undefined,
+    readonly stdout: string,
+    readonly stderr: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The Kubernetes API failed (network, 429, 5xx) or a precondition raced (409). */
+export class ClusterUnavailableError extends RetryableError {
+  readonly code = 'ClusterUnavailable';
+  constructor(
+    message: string,
+    readonly status?: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** A write lost an optimistic-concurrency race (resourceVersion test failed). The caller may re-read and retry. */
+export class ConflictError extends RetryableError {
+  readonly code = 'Conflict';
+}
+
+/** DynamoDB throttled or failed after the SDK's own retries. */
+export class StoreUnavailableError extends RetryableError {
+  readonly code = 'StoreUnavailable';
+}
+
+/** Another invocation holds this EIP's lease. */
+export class LeaseHeldError extends RetryableError {
+  readonly code = 'LeaseHeld';
+  constructor(
+    message: string,
+    readonly holder?: string,
+    readonly expiresAt?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** The invocation ran out of time before it could finish; everything done so far is safe to repeat. */
+export class DeadlineError extends RetryableError {
+  readonly code = 'Deadline';
+}
+
+export function isEipError(e: unknown): e is EipError {
+  return e instanceof EipError;
+}

@@ -1,0 +1,206 @@
+/**
+ * The kube-ovn objects the EIP path reads and writes, with kube-ovn's exact JSON field names, label keys
+ * and finalizers (reference spec §2). Only the fields this product touches are typed; everything else a
+ * real object carries passes through untouched.
+ */
+
+export const GROUP = 'kubeovn.io';
+export const VERSION = 'v1';
+export const API_VERSION = `${GROUP}/${VERSION}` as const;
+
+/** Plural resource names (the URL segment under /apis/kubeovn.io/v1). All are cluster-scoped. */
+export const Plural = {
+  eip: 'iptables-eips',
+  qos: 'qos-policies',
+  subnet: 'subnets',
+  fip: 'iptables-fip-rules',
+  dnat: 'iptables-dnat-rules',
+  snat: 'iptables-snat-rules',
+  gateway: 'vpc-nat-gateways',
+} as const;
+
+/** Label keys (kube-ovn pkg/util/const.go). */
+export const Label = {
+  subnet: 'ovn.kubernetes.io/subnet',
+  natGwName: 'ovn.kubernetes.io/vpc-nat-gw-name',
+  eipV4Ip: 'ovn.kubernetes.io/eip_v4_ip',
+  qos: 'ovn.kubernetes.io/qos',
+  /** On gateway pods, with value "true". */
+  vpcNatGw: 'ovn.kubernetes.io/vpc-nat-gw',
+  app: 'app',
+} as const;
+
+/** Annotation keys on the gateway pod. */
+export const Annotation = {
+  vpcNatGw: 'ovn.kubernetes.io/vpc_nat_gw',
+  vpcNatGwInit: 'ovn.kubernetes.io/vpc_nat_gw_init',
+  networks: 'k8s.v1.cni.cncf.io/networks',
+  logicalSwitch: 'ovn.kubernetes.io/logical_switch',
+  ipAddress: 'ovn.kubernetes.io/ip_address',
+} as const;
+
+/** The finalizer this product adds (kube-ovn HEAD's domain-qualified name), and the seed-era one it removes. */
+export const FINALIZER = 'kubeovn.io/kube-ovn-controller';
+export const LEGACY_FINALIZER = 'kube-ovn-controller';
+
+/** `spec.externalSubnet` empty means this compile-time default in kube-ovn (not configurable there either). */
+export const DEFAULT_EXTERNAL_SUBNET = 'ovn-vpc-external-network';
+
+/** The gateway container the script runs in, and the script path. */
+export const GATEWAY_CONTAINER = 'vpc-nat-gw';
+export const NAT_GATEWAY_SCRIPT = '/kube-ovn/nat-gateway.sh';
+
+/** ConfigMaps (in the controller namespace) that switch the VPC NAT gateway feature on. */
+export const NatGwConfigMap = {
+  enable: 'ovn-vpc-nat-gw-config',
+  enableKey: 'enable-vpc-nat-gw',
+  image: 'ovn-vpc-nat-config',
+  imageKey: 'image',
+} as const;
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  uid: string;
+  resourceVersion: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+}
+
+/** kube-ovn's Condition (pkg/apis/kubeovn/v1/condition.go). */
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+  observedGeneration?: number;
+  lastUpdateTime?: string;
+  lastTransitionTime?: string;
+}
+
+export interface IptablesEipSpec {
+  v4ip?: string;
+  v6ip?: string;
+  macAddress?: string;
+  natGwDp?: string;
+  qosPolicy?: string;
+  externalSubnet?: string;
+}
+
+export interface IptablesEipStatus {
+  ready?: boolean;
+  ip?: string;
+  redo?: string;
+  nat?: string;
+  qosPolicy?: string;
+  conditions?: Condition[];
+}
+
+export interface IptablesEip {
+  apiVersion: typeof API_VERSION;
+  kind: 'IptablesEIP';
+  metadata: ObjectMeta;
+  spec: IptablesEipSpec;
+  status?: IptablesEipStatus;
+}
+
+export type QoSDirection = 'ingress' | 'egress';
+
+export interface QoSPolicyBandwidthLimitRule {
+  name: string;
+  interface?: string;
+  rateMax?: string;
+  burstMax?: string;
+  priority?: number;
+  direction?: QoSDirection | string;
+  matchType?: string;
+  matchValue?: string;
+}
+
+export interface QoSPolicySpec {
+  shared?: boolean;
+  bindingType?: 'EIP' | 'NATGW' | string;
+  bandwidthLimitRules?: QoSPolicyBandwidthLimitRule[];
+}
+
+export interface QoSPolicy {
+  apiVersion: typeof API_VERSION;
+  kind: 'QoSPolicy';
+  metadata: ObjectMeta;
+  spec: QoSPolicySpec;
+  status?: QoSPolicySpec & { conditions?: Condition[] };
+}
+
+export interface SubnetSpec {
+  cidrBlock: string;
+  gateway?: string;
+  excludeIps?: string[];
+  protocol?: 'IPv4' | 'IPv6' | 'Dual' | string;
+  provider?: string;
+  vpc?: string;
+}
+
+export interface Subnet {
+  apiVersion: typeof API_VERSION;
+  kind: 'Subnet';
+  metadata: ObjectMeta;
+  spec: SubnetSpec;
+  status?: Record<string, unknown>;
+}
+
+export type NatRuleKind = 'dnat' | 'fip' | 'snat';
+
+export interface NatRule {
+  apiVersion: typeof API_VERSION;
+  kind: 'IptablesFIPRule' | 'IptablesDnatRule' | 'IptablesSnatRule';
+  metadata: ObjectMeta;
+  spec: { eip?: string } & Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
+
+export const NatRuleKindOf = {
+  IptablesDnatRule: 'dnat',
+  IptablesFIPRule: 'fip',
+  IptablesSnatRule: 'snat',
+} as const satisfies Record<NatRule['kind'], NatRuleKind>;
+
+export interface VpcNatGatewaySpec {
+  vpc?: string;
+  subnet?: string;
+  lanIp?: string;
+  externalSubnets?: string[];
+  qosPolicy?: string;
+}
+
+export interface VpcNatGateway {
+  apiVersion: typeof API_VERSION;
+  kind: 'VpcNatGateway';
+  metadata: ObjectMeta;
+  spec: VpcNatGatewaySpec;
+  status?: Record<string, unknown>;
+}
+
+/** The slice of a core/v1 Pod the EIP path needs to reach and judge a gateway pod. */
+export interface GatewayPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  phase: string;
+  creationTimestamp: string;
+  /** `vpc-nat-gw` container: restart count and the start time of its current run (RFC 3339), if running. */
+  container?: { restartCount: number; startedAt?: string; ready: boolean };
+}
+
+/** `spec.externalSubnet` as kube-ovn resolves it (util.GetExternalNetwork). */
+export function externalNetworkOf(eip: Pick<IptablesEip, 'spec'>): string {
+  return eip.spec.externalSubnet || DEFAULT_EXTERNAL_SUBNET;
+}
+
+/** Name of the gateway pod kube-ovn's StatefulSet keeps for a VpcNatGateway. */
+export function gatewayPodName(gw: string): string {
+  return `vpc-nat-gw-${gw}-0`;
+}

@@ -1,0 +1,215 @@
+/**
+ * Ports: every side effect the handlers have goes through one of these. Each has a real adapter
+ * (DynamoDB, the Kubernetes API, pods/exec) and an in-memory one (shared/memory/) that the tests and the
+ * offline `npm run invoke` use. Adapters translate their library's errors into shared/domain/errors.ts.
+ */
+import type {
+  GatewayPod,
+  IptablesEip,
+  NatRuleKind,
+  QoSPolicy,
+  Subnet,
+  VpcNatGateway,
+} from './domain/kube-ovn.js';
+
+// ---------------------------------------------------------------- IPAM
+
+/** Who holds an allocation. The uid is the identity; the name is for people reading the table. */
+export interface Owner {
+  uid: string;
+  name: string;
+}
+
+/**
+ * One address family of one subnet, as allocation needs it: the CIDR, the gateway and the excluded
+ * addresses (single addresses or `a..b` ranges, kube-ovn's excludeIps format). Built from the Subnet CR by
+ * `poolsOf()` in shared/domain/addressing.ts.
+ */
+export interface Pool {
+  subnet: string;
+  family: 4 | 6;
+  cidr: string;
+  gateway?: string;
+  exclude: readonly string[];
+}
+
+export interface Allocation {
+  subnet: string;
+  family: 4 | 6;
+  address: string;
+  owner: Owner;
+}
+
+export interface Ipam {
+  /**
+   * Claims `address` in `pool` for `owner`. Idempotent for the same owner uid.
+   * @throws AddressConflictError when another owner holds it
+   * @throws AddressOutOfRangeError when it is outside the pool or reserved (network, broadcast, gateway, excluded)
+   */
+  claimAddress(pool: Pool, address: string, owner: Owner): Promise<Allocation>;
+  /**
+   * Claims any free address in `pool` for `owner`; returns the owner's existing allocation in that pool
+   * if it already holds one (a retry never allocates twice).
+   * @throws NoAvailableAddressError when the pool is exhausted
+   */
+  claimAny(pool: Pool, owner: Owner): Promise<Allocation>;
+  /** Every allocation held by this owner uid, in any subnet. */
+  findByOwner(ownerUid: string): Promise<Allocation[]>;
+  /** Releases every allocation held by this owner uid; returns what was released. */
+  releaseByOwner(ownerUid: string): Promise<Allocation[]>;
+  /**
+   * Releases one address only if `ownerUid` still holds it. Returns false (and changes nothing) when the
+   * address is free or held by someone else, so a stale release can never free a re-claimed address.
+   */
+  release(subnet: string, address: string, ownerUid: string): Promise<boolean>;
+}
+
+// ---------------------------------------------------------------- Leases
+
+export interface Lease {
+  key: string;
+  holder: string;
+  /** Epoch milliseconds. */
+  expiresAt: number;
+}
+
+export interface Leases {
+  /**
+   * Takes the lease on `key` for `holder` until `expiresAt` (epoch ms). Succeeds when the key is free,
+   * expired, or already held by the same holder (then the expiry is extended).
+   * @throws LeaseHeldError when someone else holds an unexpired lease
+   */
+  acquire(key: string, holder: string, expiresAt: number): Promise<Lease>;
+  /** Gives the lease up; does nothing if `holder` no longer holds it (it expired and was taken over). */
+  release(lease: Lease): Promise<void>;
+}
+
+// ---------------------------------------------------------------- Cluster (Kubernetes API)
+
+export interface NatRuleRef {
+  kind: NatRuleKind;
+  name: string;
+}
+
+/** Result of reading the two ConfigMaps that switch the NAT gateway feature on (reference spec §1). */
+export interface NatGwFeature {
+  enabled: boolean;
+  /** Why it is off, in kube-ovn's words, when it is. */
+  reason?: string;
+}
+
+/** Changes to an EIP's metadata and spec, applied in one write guarded by the resourceVersion read. */
+export interface EipObjectChange {
+  /** Spec fields to set (undefined fields are left alone). */
+  spec?: Partial<Record<'v4ip' | 'v6ip' | 'macAddress', string>>;
+  /** Labels to set; `null` removes the key. Keys not named are kept. */
+  labels?: Record<string, string | null>;
+  /** The complete new finalizer list. */
+  finalizers?: string[];
+}
+
+/** Status fields to merge-patch; only the fields present are sent. `conditions` replaces the list. */
+export type EipStatusChange = Partial<{
+  ready: boolean;
+  ip: string;
+  redo: string;
+  nat: string;
+  qosPolicy: string;
+  conditions: NonNullable<IptablesEip['status']>['conditions'];
+}>;
+
+export interface KubeEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export interface Cluster {
+  getEip(name: string): Promise<IptablesEip | undefined>;
+  /** EIPs carrying label key=value (the unshared-QoS check lists by `ovn.kubernetes.io/qos`). */
+  listEipsByLabel(key: string, value: string): Promise<IptablesEip[]>;
+  getQosPolicy(name: string): Promise<QoSPolicy | undefined>;
+  getSubnet(name: string): Promise<Subnet | undefined>;
+  getVpcNatGateway(name: string): Promise<VpcNatGateway | undefined>;
+  /** FIP/DNAT/SNAT rules whose spec.eip names this EIP (excluding rules already being deleted). */
+  listNatRulesForEip(eipName: string): Promise<NatRuleRef[]>;
+  /**
+   * The gateway pod of VpcNatGateway `gw` (labels app=vpc-nat-gw-<gw>, ovn.kubernetes.io/vpc-nat-gw=true).
+   * Returns undefined when there is none.
+   * @throws GatewayNotReadyError when more than one pod matches
+   */
+  findGatewayPod(gw: string): Promise<GatewayPod | undefined>;
+  /** Reads ovn-vpc-nat-gw-config / ovn-vpc-nat-config in the controller namespace. */
+  natGwFeature(): Promise<NatGwFeature>;
+  /**
+   * Writes spec, labels and finalizers in one request, guarded by `resourceVersion` (JSON patch with a test).
+   * Returns the updated object, or undefined if it is gone.
+   * @throws ConflictError when the object changed since `resourceVersion`
+   */
+  updateEip(name: string, resourceVersion: string, change: EipObjectChange): Promise<IptablesEip | undefined>;
+  /** Merge-patches /status with only the given fields. Returns the updated object, or undefined if it is gone. */
+  patchEipStatus(name: string, change: EipStatusChange): Promise<IptablesEip | undefined>;
+  /** Records a Kubernetes Event on the EIP (best effort: adapters swallow their own failures). */
+  emitEvent(eip: IptablesEip, event: KubeEvent): Promise<void>;
+}
+
+// ---------------------------------------------------------------- Gateway (pods/exec)
+
+/** The nat-gateway.sh operations the EIP path runs. */
+export type NatGwOp =
+  | 'eip-add'
+  | 'eip-del'
+  | 'eip-ingress-qos-add'
+  | 'eip-egress-qos-add'
+  | 'eip-ingress-qos-del'
+  | 'eip-egress-qos-del';
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+}
+
+export interface Gateway {
+  /**
+   * Runs `bash /kube-ovn/nat-gateway.sh <op> <args…>` as an argv array in the pod's vpc-nat-gw container.
+   * Resolves when the command exits 0 (stderr alone is not a failure).
+   * @throws GatewayCommandError on a non-zero exit, a stream that closes without a status, or a timeout
+   */
+  run(pod: GatewayPod, op: NatGwOp, args: readonly string[], signal?: AbortSignal): Promise<ExecResult>;
+}
+
+// ---------------------------------------------------------------- Clock, ids, logging
+
+export interface Clock {
+  /** Epoch milliseconds. */
+  now(): number;
+}
+
+export interface Logger {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** Counters and timings the core reports (CloudWatch EMF in Lambda, a plain tally elsewhere). */
+export interface Metrics {
+  count(name: string, value?: number, dimensions?: Record<string, string>): void;
+  timing(name: string, ms: number, dimensions?: Record<string, string>): void;
+}
+
+/** Everything a handler needs. Built once per cold start by shared/adapters/live.ts, or by the tests. */
+export interface Deps {
+  ipam: Ipam;
+  leases: Leases;
+  cluster: Cluster;
+  gateway: Gateway;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  /** Identifies this invocation as a lease holder. */
+  newId(): string;
+}
+
+/** Re-export for adapters that only need the types of the objects they move. */
+export type { GatewayPod, IptablesEip, QoSPolicy, Subnet, VpcNatGateway };
