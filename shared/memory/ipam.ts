@@ -1,0 +1,101 @@
+/**
+ * In-memory Ipam with the product's allocation rules (the same as the DynamoDB adapter's):
+ * - eligible addresses are `allocatableRanges(pool)`: never network, broadcast, gateway or excluded;
+ * - claimAny hands out the lowest never-used address first, and reuses released addresses only after every
+ *   never-used one is gone (oldest release first), as kube-ovn does;
+ * - owner is the uid: same-owner claims are idempotent, another owner's address is a conflict.
+ */
+import { allocatableRanges, assertClaimable, canonicalAddress, formatAddress } from '../domain/addressing.js';
+import { AddressConflictError, NoAvailableAddressError } from '../domain/errors.js';
+import type { Allocation, Ipam, Owner, Pool } from '../ports.js';
+
+const keyOf = (subnet: string, address: string): string => `${subnet}|${address}`;
+
+export class MemoryIpam implements Ipam {
+  /** (subnet|address) → allocation */
+  readonly allocations = new Map<string, Allocation>();
+  /** (subnet|family) → released addresses, oldest first */
+  private readonly released = new Map<string, string[]>();
+  /** (subnet|family) → addresses ever handed out */
+  private readonly used = new Map<string, Set<string>>();
+
+  async claimAddress(pool: Pool, address: string, owner: Owner): Promise<Allocation> {
+    assertClaimable(pool, address);
+    const addr = canonicalAddress(address);
+    const held = this.allocations.get(keyOf(pool.subnet, addr));
+    if (held) {
+      if (held.owner.uid === owner.uid) return held;
+      throw new AddressConflictError(
+        `address ${addr} in subnet ${pool.subnet} is already allocated to ${held.owner.name}`,
+        held.owner.uid,
+      );
+    }
+    return this.record(pool, addr, owner);
+  }
+
+  async claimAny(pool: Pool, owner: Owner): Promise<Allocation> {
+    for (const a of this.allocations.values()) {
+      if (a.subnet === pool.subnet && a.family === pool.family && a.owner.uid === owner.uid) return a;
+    }
+    const used = this.usedSet(pool);
+    for (const r of allocatableRanges(pool)) {
+      for (let v = r.start; v <= r.end; v++) {
+        const addr = formatAddress(pool.family, v);
+        if (!used.has(addr) && !this.allocations.has(keyOf(pool.subnet, addr)))
+          return this.record(pool, addr, owner);
+      }
+    }
+    const released = this.released.get(`${pool.subnet}|${pool.family}`) ?? [];
+    while (released.length > 0) {
+      const addr = released.shift()!;
+      // A released address may have been claimed statically since, or left the pool when the subnet changed.
+      if (this.allocations.has(keyOf(pool.subnet, addr))) continue;
+      try {
+        assertClaimable(pool, addr);
+      } catch {
+        continue;
+      }
+      return this.record(pool, addr, owner);
+    }
+    throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
+  }
+
+  async findByOwner(ownerUid: string): Promise<Allocation[]> {
+    return [...this.allocations.values()].filter((a) => a.owner.uid === ownerUid);
+  }
+
+  async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
+    const mine = await this.findByOwner(ownerUid);
+    for (const a of mine) await this.release(a.subnet, a.address, ownerUid);
+    return mine;
+  }
+
+  async release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
+    const addr = canonicalAddress(address);
+    const held = this.allocations.get(keyOf(subnet, addr));
+    if (!held || held.owner.uid !== ownerUid) return false;
+    this.allocations.delete(keyOf(subnet, addr));
+    const k = `${subnet}|${held.family}`;
+    const list = this.released.get(k) ?? [];
+    list.push(addr);
+    this.released.set(k, list);
+    return true;
+  }
+
+  private usedSet(pool: Pool): Set<string> {
+    const k = `${pool.subnet}|${pool.family}`;
+    let s = this.used.get(k);
+    if (!s) {
+      s = new Set();
+      this.used.set(k, s);
+    }
+    return s;
+  }
+
+  private record(pool: Pool, address: string, owner: Owner): Allocation {
+    const a: Allocation = { subnet: pool.subnet, family: pool.family, address, owner: { ...owner } };
+    this.allocations.set(keyOf(pool.subnet, address), a);
+    this.usedSet(pool).add(address);
+    return a;
+  }
+}
