@@ -128,6 +128,11 @@ export class LeaseHeldError extends RetryableError {
   }
 }
 
+/** Something the EIP depends on exists but is not settled yet (e.g. a QoSPolicy whose status was not copied). */
+export class DependencyNotReadyError extends RetryableError {
+  readonly code = 'DependencyNotReady';
+}
+
 /** The invocation ran out of time before it could finish; everything done so far is safe to repeat. */
 export class DeadlineError extends RetryableError {
   readonly code = 'Deadline';

@@ -1,0 +1,188 @@
+/**
+ * The handler event contract (events/schema.json is its JSON Schema). The bridge sends an EventBridge envelope
+ * or, for direct invoke and local runs, the bare detail. `parseEipEvent` is the runtime check at the handler's
+ * edge: a plain type guard (no schema compiler at cold start) that mirrors the schema field by field; a test keeps
+ * the two in step by running every sample event and every negative case through both.
+ */
+import { InvalidEventError } from './domain/errors.js';
+import type { IptablesEip } from './domain/kube-ovn.js';
+
+export const HANDLERS = ['add', 'update', 'reset', 'delete'] as const;
+export type HandlerName = (typeof HANDLERS)[number];
+
+export const REASONS = [
+  'added',
+  'deletion-requested',
+  'redo-changed',
+  'qos-changed',
+  'spec-changed',
+  'qos-policy-changed',
+  'nat-rule-changed',
+  'gateway-restarted',
+  'gateway-ready',
+  'deleted',
+  'resync',
+  'manual',
+] as const;
+export type Reason = (typeof REASONS)[number];
+
+export const EVENT_SOURCE = 'eip-lambdas.bridge';
+export const detailTypeOf = (h: HandlerName): string => `IptablesEIP ${h}`;
+
+export interface ObjectSnapshot {
+  metadata?: {
+    name?: string;
+    uid?: string;
+    resourceVersion?: string;
+    deletionTimestamp?: string;
+    finalizers?: string[];
+    labels?: Record<string, string>;
+  };
+  spec?: IptablesEip['spec'];
+  status?: IptablesEip['status'];
+}
+
+export interface EipEvent {
+  version: 1;
+  id: string;
+  handler: HandlerName;
+  reason: Reason;
+  object: { kind?: 'IptablesEIP'; name: string; uid?: string; resourceVersion?: string };
+  gateway?: string;
+  emittedAt?: string;
+  old?: ObjectSnapshot;
+  new?: ObjectSnapshot;
+}
+
+/** Stable id of an event: the same change routed twice gets the same id. */
+export function eventId(
+  uid: string | undefined,
+  resourceVersion: string | undefined,
+  reason: Reason,
+): string {
+  return `${uid ?? '-'}:${resourceVersion ?? '-'}:${reason}`;
+}
+
+const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function fail(field: string, problem: string): never {
+  throw new InvalidEventError(`invalid event: ${field} ${problem}`);
+}
+
+function onlyKeys(o: Obj, path: string, allowed: readonly string[]): void {
+  for (const k of Object.keys(o)) if (!allowed.includes(k)) fail(`${path}.${k}`, 'is not a known field');
+}
+
+function str(
+  o: Obj,
+  key: string,
+  path: string,
+  opts: { required?: boolean; max?: number; min?: number } = {},
+) {
+  const v = o[key];
+  if (v === undefined) {
+    if (opts.required) fail(`${path}.${key}`, 'is required');
+    return undefined;
+  }
+  if (typeof v !== 'string') fail(`${path}.${key}`, `must be a string, got ${typeof v}`);
+  if (opts.min !== undefined && v.length < opts.min) fail(`${path}.${key}`, 'must not be empty');
+  if (opts.max !== undefined && v.length > opts.max)
+    fail(`${path}.${key}`, `must be at most ${opts.max} characters`);
+  return v;
+}
+
+function snapshot(v: unknown, path: string): ObjectSnapshot | undefined {
+  if (v === undefined) return undefined;
+  if (!isObj(v)) fail(path, 'must be an object');
+  onlyKeys(v, path, ['metadata', 'spec', 'status']);
+  const out: ObjectSnapshot = {};
+  if (v.metadata !== undefined) {
+    const m = v.metadata;
+    if (!isObj(m)) fail(`${path}.metadata`, 'must be an object');
+    onlyKeys(m, `${path}.metadata`, [
+      'name',
+      'uid',
+      'resourceVersion',
+      'deletionTimestamp',
+      'finalizers',
+      'labels',
+    ]);
+    for (const k of ['name', 'uid', 'resourceVersion', 'deletionTimestamp']) str(m, k, `${path}.metadata`);
+    if (
+      m.finalizers !== undefined &&
+      !(Array.isArray(m.finalizers) && m.finalizers.every((f) => typeof f === 'string'))
+    )
+      fail(`${path}.metadata.finalizers`, 'must be an array of strings');
+    if (
+      m.labels !== undefined &&
+      !(isObj(m.labels) && Object.values(m.labels).every((x) => typeof x === 'string'))
+    )
+      fail(`${path}.metadata.labels`, 'must be a map of strings');
+    out.metadata = m as ObjectSnapshot['metadata'];
+  }
+  for (const k of ['spec', 'status'] as const) {
+    if (v[k] !== undefined && !isObj(v[k])) fail(`${path}.${k}`, 'must be an object');
+    if (v[k] !== undefined) (out as Obj)[k] = v[k];
+  }
+  return out;
+}
+
+function parseDetail(d: unknown, path: string): EipEvent {
+  if (!isObj(d)) fail(path, 'must be an object');
+  onlyKeys(d, path, ['version', 'id', 'handler', 'reason', 'object', 'gateway', 'emittedAt', 'old', 'new']);
+  if (d.version !== 1) fail(`${path}.version`, `must be 1, got ${JSON.stringify(d.version)}`);
+  const id = str(d, 'id', path, { required: true, min: 1, max: 256 })!;
+  const handler = d.handler;
+  if (!HANDLERS.includes(handler as HandlerName))
+    fail(`${path}.handler`, `must be one of ${HANDLERS.join(', ')}`);
+  const reason = d.reason;
+  if (!REASONS.includes(reason as Reason)) fail(`${path}.reason`, `must be one of ${REASONS.join(', ')}`);
+  const o = d.object;
+  if (!isObj(o)) fail(`${path}.object`, o === undefined ? 'is required' : 'must be an object');
+  onlyKeys(o, `${path}.object`, ['kind', 'name', 'uid', 'resourceVersion']);
+  if (o.kind !== undefined && o.kind !== 'IptablesEIP') fail(`${path}.object.kind`, 'must be IptablesEIP');
+  const name = str(o, 'name', `${path}.object`, { required: true, min: 1, max: 253 })!;
+  if (!NAME.test(name)) fail(`${path}.object.name`, `"${name}" is not a valid object name`);
+  const uid = str(o, 'uid', `${path}.object`, { min: 1, max: 64 });
+  const resourceVersion = str(o, 'resourceVersion', `${path}.object`, { max: 64 });
+  const gateway = str(d, 'gateway', path, { max: 253 });
+  const emittedAt = str(d, 'emittedAt', path);
+  const event: EipEvent = {
+    version: 1,
+    id,
+    handler: handler as HandlerName,
+    reason: reason as Reason,
+    object: {
+      name,
+      ...(uid !== undefined && { uid }),
+      ...(resourceVersion !== undefined && { resourceVersion }),
+    },
+  };
+  if (o.kind !== undefined) event.object.kind = 'IptablesEIP';
+  if (gateway !== undefined) event.gateway = gateway;
+  if (emittedAt !== undefined) event.emittedAt = emittedAt;
+  const old = snapshot(d.old, `${path}.old`);
+  const neu = snapshot(d.new, `${path}.new`);
+  if (old) event.old = old;
+  if (neu) event.new = neu;
+  return event;
+}
+
+/**
+ * Accepts an EventBridge envelope or a bare detail; returns the detail.
+ * @throws InvalidEventError naming the offending field
+ */
+export function parseEipEvent(input: unknown): EipEvent {
+  if (!isObj(input)) fail('event', 'must be a JSON object');
+  if ('detail' in input || 'detail-type' in input || 'source' in input) {
+    if (input.source !== EVENT_SOURCE) fail('source', `must be "${EVENT_SOURCE}"`);
+    const event = parseDetail(input.detail, 'detail');
+    if (input['detail-type'] !== detailTypeOf(event.handler))
+      fail('detail-type', `must be "${detailTypeOf(event.handler)}" for handler ${event.handler}`);
+    return event;
+  }
+  return parseDetail(input, 'event');
+}

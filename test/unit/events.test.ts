@@ -1,0 +1,71 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Ajv from 'ajv';
+import { describe, expect, it } from 'vitest';
+import { InvalidEventError } from '../../shared/domain/errors.js';
+import { HANDLERS, parseEipEvent, REASONS } from '../../shared/events.js';
+
+const dir = join(import.meta.dirname, '../../events');
+const schema = JSON.parse(readFileSync(join(dir, 'schema.json'), 'utf8'));
+const validate = new Ajv({ strict: true, allErrors: true }).compile(schema);
+const samples = readdirSync(dir)
+  .filter((f) => f.endsWith('.json') && f !== 'schema.json')
+  .map((f) => [f, JSON.parse(readFileSync(join(dir, f), 'utf8'))] as const);
+
+describe('sample events', () => {
+  it.each(samples)('%s is valid by the JSON Schema and by the runtime parser', (_f, event) => {
+    expect(validate(event), JSON.stringify(validate.errors)).toBe(true);
+    expect(() => parseEipEvent(event)).not.toThrow();
+  });
+
+  it('cover every handler and every reason the schema lists', () => {
+    const parsed = samples.map(([, e]) => parseEipEvent(e));
+    expect(new Set(parsed.map((e) => e.handler))).toEqual(new Set(HANDLERS));
+    const reasons = new Set(parsed.map((e) => e.reason));
+    // 'resync' and 'manual' are sent to update; everything else has its own sample.
+    for (const r of REASONS) expect(reasons, `no sample event with reason ${r}`).toContain(r);
+    expect(schema.definitions.detail.properties.reason.enum).toEqual([...REASONS]);
+    expect(schema.definitions.detail.properties.handler.enum).toEqual([...HANDLERS]);
+  });
+});
+
+describe('invalid events are rejected by both, naming the bad field', () => {
+  const good = { version: 1, id: 'x', handler: 'add', reason: 'added', object: { name: 'eip-1' } };
+  const cases: [string, unknown, RegExp][] = [
+    ['a non-object', 'add', /event must be a JSON object/],
+    ['a missing object', { ...good, object: undefined }, /event\.object is required/],
+    ['an unknown handler', { ...good, handler: 'create' }, /event\.handler must be one of/],
+    ['an unknown reason', { ...good, reason: 'because' }, /event\.reason must be one of/],
+    [
+      'an invalid object name',
+      { ...good, object: { name: 'Bad_Name' } },
+      /event\.object\.name "Bad_Name" is not a valid/,
+    ],
+    ['an empty name', { ...good, object: { name: '' } }, /event\.object\.name must not be empty/],
+    ['a numeric uid', { ...good, object: { name: 'a', uid: 5 } }, /event\.object\.uid must be a string/],
+    ['an unknown field', { ...good, extra: 1 }, /event\.extra is not a known field/],
+    ['a wrong version', { ...good, version: 2 }, /event\.version must be 1/],
+    [
+      'an envelope from another source',
+      { source: 'x', 'detail-type': 'IptablesEIP add', detail: good },
+      /source must be/,
+    ],
+    [
+      'an envelope whose detail-type disagrees with the handler',
+      { source: 'eip-lambdas.bridge', 'detail-type': 'IptablesEIP delete', detail: good },
+      /detail-type must be "IptablesEIP add"/,
+    ],
+    [
+      'a snapshot with bad finalizers',
+      { ...good, old: { metadata: { finalizers: [1] } } },
+      /event\.old\.metadata\.finalizers/,
+    ],
+  ];
+  it.each(cases)('%s', (_what, event, message) => {
+    expect(() => parseEipEvent(event)).toThrow(InvalidEventError);
+    expect(() => parseEipEvent(event)).toThrow(message);
+    // The envelope/detail-type pairing is a cross-field rule the schema cannot express; every other case must
+    // also fail the schema, so the two stay in step.
+    if (!/detail-type disagrees/.test(_what)) expect(validate(event)).toBe(false);
+  });
+});
