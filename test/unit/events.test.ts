@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Ajv from 'ajv';
+import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { InvalidEventError } from '../../shared/domain/errors.js';
 import { HANDLERS, parseEipEvent, REASONS } from '../../shared/events.js';

@@ -1,0 +1,71 @@
+/**
+ * One handler invocation: the parsed event, the abort signal middy fires shortly before Lambda's deadline, and
+ * that deadline. Also the two mechanisms every operation shares: the per-EIP lease, and a metadata write that
+ * re-reads and retries when it loses an optimistic-concurrency race.
+ */
+import { ConflictError, DeadlineError } from '../domain/errors.js';
+import type { IptablesEip } from '../domain/kube-ovn.js';
+import type { EipEvent } from '../events.js';
+import type { Deps, EipObjectChange, Logger } from '../ports.js';
+
+export interface Invocation {
+  event: EipEvent;
+  signal: AbortSignal;
+  /** Epoch ms by which the invocation must be done; the lease never outlives it. */
+  deadline: number;
+  log: Logger;
+}
+
+/** A lease longer than this is never needed: one invocation does a handful of API calls and execs. */
+export const MAX_LEASE_MS = 120_000;
+
+export const leaseKey = (eipName: string): string => `eip#${eipName}`;
+
+/** Runs `fn` holding the EIP's lease. A held lease throws LeaseHeldError (retryable) at once: no spinning. */
+export async function withLease<T>(inv: Invocation, deps: Deps, fn: () => Promise<T>): Promise<T> {
+  const now = deps.clock.now();
+  const expiresAt = Math.min(inv.deadline, now + MAX_LEASE_MS);
+  if (expiresAt <= now) throw new DeadlineError('no time left to take the lease');
+  const lease = await deps.leases.acquire(leaseKey(inv.event.object.name), deps.newId(), expiresAt);
+  try {
+    return await fn();
+  } finally {
+    await deps.leases.release(lease).catch((e: unknown) => {
+      // The lease expires on its own; a failed release only delays the next invocation.
+      inv.log.warn('lease release failed', { error: String(e) });
+    });
+  }
+}
+
+export function checkDeadline(inv: Invocation): void {
+  if (inv.signal.aborted)
+    throw new DeadlineError('invocation deadline reached; the work done so far is safe to repeat');
+}
+
+/**
+ * Writes spec/labels/finalizers computed from a fresh read, guarded by its resourceVersion. On a conflict it
+ * re-reads and recomputes (a concurrent status write bumps the resourceVersion without touching what we change).
+ * `compute` returns undefined when nothing needs writing. Returns the latest object (undefined if it is gone).
+ */
+export async function updateEipMeta(
+  deps: Deps,
+  name: string,
+  current: IptablesEip,
+  compute: (eip: IptablesEip) => EipObjectChange | undefined,
+): Promise<IptablesEip | undefined> {
+  let eip: IptablesEip | undefined = current;
+  for (let attempt = 0; attempt < 4 && eip; attempt++) {
+    const change = compute(eip);
+    if (!change) return eip;
+    try {
+      return await deps.cluster.updateEip(name, eip.metadata.resourceVersion, change);
+    } catch (e) {
+      if (!(e instanceof ConflictError)) throw e;
+      deps.metrics.count('WriteConflicts');
+      eip = await deps.cluster.getEip(name);
+      if (eip && eip.metadata.uid !== current.metadata.uid) return undefined;
+    }
+  }
+  if (!eip) return undefined;
+  throw new ConflictError(`iptables-eips "${name}" kept changing under four consecutive writes`);
+}

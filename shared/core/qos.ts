@@ -1,0 +1,139 @@
+/**
+ * EIP bandwidth QoS (reference spec §4.7) with the seed's defects fixed: every value that reaches the gateway is
+ * validated first (D29: rateMax/burstMax must be decimal numbers), a missing or foreign policy is a clear
+ * permanent error instead of a silent no-op (D9), and the unshared check looks at every other EIP (D10).
+ */
+import { DependencyNotReadyError, QoSPolicyError } from '../domain/errors.js';
+import { type IptablesEip, Label, type QoSDirection, type QoSPolicy } from '../domain/kube-ovn.js';
+import type { Deps, GatewayPod } from '../ports.js';
+import { runGateway } from './gateway.js';
+import type { Invocation } from './invocation.js';
+
+export interface QosRule {
+  name: string;
+  direction: QoSDirection;
+  priority: number;
+  rateMax: string;
+  burstMax: string;
+}
+
+export interface LoadedQos {
+  name: string;
+  shared: boolean;
+  /** Sorted by name, as kube-ovn's QoS controller stores them in status. */
+  rules: QosRule[];
+}
+
+const DECIMAL = /^\d{1,9}(\.\d{1,6})?$/;
+
+/**
+ * Reads and validates a QoSPolicy for binding to an EIP. kube-ovn reads only the policy's status (its QoS
+ * controller copies spec there); a policy whose status has not been written yet is "not ready" (retryable).
+ * @throws QoSPolicyError for a missing policy, a NATGW policy, or an invalid rule
+ */
+export async function loadQos(deps: Deps, name: string): Promise<LoadedQos> {
+  const policy = await deps.cluster.getQosPolicy(name);
+  if (!policy) throw new QoSPolicyError(`qos policy ${name} not found`);
+  return validateQos(policy);
+}
+
+export function validateQos(policy: QoSPolicy): LoadedQos {
+  const name = policy.metadata.name;
+  const status = policy.status;
+  if (!status || status.bandwidthLimitRules === undefined) {
+    // An empty spec has nothing to copy either; only a policy with rules in spec can be "not yet copied".
+    if ((policy.spec.bandwidthLimitRules ?? []).length > 0)
+      throw new DependencyNotReadyError(
+        `qos policy ${name} has no status yet (its rules were not copied to status)`,
+      );
+  }
+  const bindingType = status?.bindingType ?? policy.spec.bindingType;
+  if (bindingType && bindingType !== 'EIP')
+    throw new QoSPolicyError(
+      `qos policy ${name} has bindingType ${bindingType}; an EIP needs bindingType EIP`,
+    );
+  const rules: QosRule[] = [];
+  for (const r of [...(status?.bandwidthLimitRules ?? [])].sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+  )) {
+    const where = `qos policy ${name} rule ${JSON.stringify(r.name)}`;
+    if (r.direction !== 'ingress' && r.direction !== 'egress')
+      throw new QoSPolicyError(
+        `${where}: direction must be ingress or egress, got ${JSON.stringify(r.direction ?? '')}`,
+      );
+    for (const field of ['rateMax', 'burstMax'] as const) {
+      const v = r[field];
+      if (typeof v !== 'string' || !DECIMAL.test(v))
+        throw new QoSPolicyError(
+          `${where}: ${field} must be a decimal number (Mbit), got ${JSON.stringify(v ?? '')}`,
+        );
+    }
+    const priority = r.priority ?? 0;
+    if (!Number.isInteger(priority) || priority < 0 || priority > 65535)
+      throw new QoSPolicyError(
+        `${where}: priority must be an integer 0-65535, got ${JSON.stringify(r.priority)}`,
+      );
+    rules.push({
+      name: r.name,
+      direction: r.direction,
+      priority,
+      rateMax: r.rateMax!,
+      burstMax: r.burstMax!,
+    });
+  }
+  return { name, shared: status?.shared ?? policy.spec.shared ?? false, rules };
+}
+
+/**
+ * An unshared policy may be bound to one EIP only. Others count when they carry the policy's label or have it
+ * applied (status.qosPolicy); the label is written before any tc change, so two EIPs racing for one policy see
+ * each other and neither gets it silently (both are refused; the user keeps one).
+ */
+export async function assertBindable(deps: Deps, eip: IptablesEip, qos: LoadedQos): Promise<void> {
+  if (qos.shared) return;
+  const others = (await deps.cluster.listEipsByLabel(Label.qos, qos.name)).filter(
+    (e) => e.metadata.uid !== eip.metadata.uid,
+  );
+  if (others.length > 0)
+    throw new QoSPolicyError(
+      `not support unshared qos policy ${qos.name} to related to multiple eip (already bound to ${others.map((e) => e.metadata.name).join(', ')})`,
+    );
+}
+
+/** Installs the policy's rules for `ip`, in name order (the script replaces an IP's filter per direction). */
+export async function addQos(
+  inv: Invocation,
+  deps: Deps,
+  pod: GatewayPod,
+  ip: string,
+  qos: LoadedQos,
+): Promise<void> {
+  for (const r of qos.rules) {
+    await runGateway(inv, deps, pod, `eip-${r.direction}-qos-add`, [
+      `${ip},${r.priority},${r.rateMax},${r.burstMax}`,
+    ]);
+  }
+}
+
+/**
+ * Removes the tc filters for `ip` in the directions the policy uses; both directions when the policy is gone or
+ * unknown (so nothing is left behind for an address that may be reused).
+ */
+export async function removeQos(
+  inv: Invocation,
+  deps: Deps,
+  pod: GatewayPod,
+  ip: string,
+  policyName: string,
+): Promise<void> {
+  const policy = await deps.cluster.getQosPolicy(policyName);
+  const rules = policy?.status?.bandwidthLimitRules ?? policy?.spec.bandwidthLimitRules;
+  const directions = new Set<QoSDirection>(
+    rules && rules.length > 0
+      ? rules.map((r) => r.direction).filter((d): d is QoSDirection => d === 'ingress' || d === 'egress')
+      : ['ingress', 'egress'],
+  );
+  for (const d of ['ingress', 'egress'] as const) {
+    if (directions.has(d)) await runGateway(inv, deps, pod, `eip-${d}-qos-del`, [ip]);
+  }
+}

@@ -1,0 +1,143 @@
+/**
+ * Pure functions from what was read to what should be written: labels, status fields, conditions, the redo
+ * token and the MAC. Kept apart from the operations so each rule is tested on its own.
+ */
+import { createHash } from 'node:crypto';
+import {
+  type Condition,
+  externalNetworkOf,
+  FINALIZER,
+  type GatewayPod,
+  type IptablesEip,
+  Label,
+  LEGACY_FINALIZER,
+  type NatRuleKind,
+} from '../domain/kube-ovn.js';
+import type { EipStatusChange, NatRuleRef } from '../ports.js';
+
+/**
+ * The labels kube-ovn keeps on an EIP. Unlike the seed (D31), an EIP without a QoS policy has no `qos` label at
+ * all rather than an empty one; `eip_v4_ip` is set once an address is known.
+ */
+export function desiredLabels(eip: IptablesEip, v4ip?: string): Record<string, string | null> {
+  const ip = v4ip ?? eip.status?.ip ?? '';
+  return {
+    [Label.subnet]: externalNetworkOf(eip),
+    [Label.natGwName]: eip.spec.natGwDp ?? '',
+    [Label.qos]: eip.spec.qosPolicy ? eip.spec.qosPolicy : null,
+    ...(ip ? { [Label.eipV4Ip]: ip } : {}),
+  };
+}
+
+/** Only the label keys whose value differs; undefined when nothing changes (never a write with no content, D2). */
+export function labelChanges(
+  current: Record<string, string> | undefined,
+  desired: Record<string, string | null>,
+): Record<string, string | null> | undefined {
+  const out: Record<string, string | null> = {};
+  for (const [k, v] of Object.entries(desired)) {
+    const has = current !== undefined && Object.hasOwn(current, k);
+    if (v === null ? has : current?.[k] !== v) out[k] = v;
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
+/** Our finalizer present, the legacy one gone; other controllers' finalizers kept in place. */
+export function withFinalizer(finalizers: readonly string[] | undefined): string[] | undefined {
+  const list = (finalizers ?? []).filter((f) => f !== LEGACY_FINALIZER);
+  if (!list.includes(FINALIZER)) list.push(FINALIZER);
+  const same = list.length === (finalizers ?? []).length && list.every((f, i) => f === finalizers?.[i]);
+  return same ? undefined : list;
+}
+
+export function withoutFinalizer(finalizers: readonly string[] | undefined): string[] | undefined {
+  const list = (finalizers ?? []).filter((f) => f !== FINALIZER && f !== LEGACY_FINALIZER);
+  return list.length === (finalizers ?? []).length ? undefined : list;
+}
+
+export function hasOurFinalizer(eip: IptablesEip): boolean {
+  return (eip.metadata.finalizers ?? []).some((f) => f === FINALIZER || f === LEGACY_FINALIZER);
+}
+
+/** `status.nat`: the kinds of NAT rule naming the EIP, in kube-ovn's order dnat, fip, snat, comma-joined (D16 fix). */
+export function natOf(rules: readonly NatRuleRef[]): string {
+  const kinds = new Set(rules.map((r) => r.kind));
+  return (['dnat', 'fip', 'snat'] as NatRuleKind[]).filter((k) => kinds.has(k)).join(',');
+}
+
+/**
+ * The gateway's redo token: when its vpc-nat-gw container last started (falling back to the pod's creation),
+ * in kube-ovn's `YYYY-MM-DDTHH:MM:SS` layout (UTC, no zone). It changes when the pod is re-created *and* when
+ * the container restarts, so both trigger a redo (D15).
+ */
+export function redoToken(pod: GatewayPod): string {
+  const t = pod.container?.startedAt ?? pod.creationTimestamp;
+  return new Date(t).toISOString().slice(0, 19);
+}
+
+/**
+ * kube-ovn's MAC format (`00:00:00:XX:XX:XX`, upper case). Derived from the uid instead of random bytes, so a
+ * retried add writes the same value. The gateway never uses it (net1 has its own MAC).
+ */
+export function macFor(uid: string): string {
+  const h = createHash('sha256').update(uid).digest();
+  return ['00', '00', '00', ...[0, 1, 2].map((i) => h[i]!.toString(16).padStart(2, '0').toUpperCase())].join(
+    ':',
+  );
+}
+
+/** Status fields of `want` that differ from the current status (D18: send only what changes). */
+export function statusChanges(eip: IptablesEip, want: EipStatusChange): EipStatusChange | undefined {
+  const cur = eip.status ?? {};
+  const out: EipStatusChange = {};
+  for (const [k, v] of Object.entries(want) as [keyof EipStatusChange, unknown][]) {
+    if (v === undefined) continue;
+    const before = (cur as Record<string, unknown>)[k];
+    const differs =
+      k === 'conditions'
+        ? JSON.stringify(before ?? []) !== JSON.stringify(v)
+        : typeof v === 'boolean'
+          ? before !== v
+          : (before ?? '') !== v; // an absent string field and '' mean the same
+    if (differs) (out as Record<string, unknown>)[k] = v;
+  }
+  return Object.keys(out).length ? out : undefined;
+}
+
+/**
+ * The conditions list with `next` set: an existing condition of the same type keeps its lastTransitionTime
+ * unless its status changes. Returns the same array contents when nothing changes.
+ */
+export function setCondition(
+  conditions: readonly Condition[] | undefined,
+  next: Omit<Condition, 'lastTransitionTime' | 'lastUpdateTime'>,
+  now: string,
+): Condition[] {
+  const list = [...(conditions ?? [])];
+  const i = list.findIndex((c) => c.type === next.type);
+  const prev = i >= 0 ? list[i] : undefined;
+  if (prev && prev.status === next.status && prev.reason === next.reason && prev.message === next.message)
+    return list;
+  const cond: Condition = {
+    ...next,
+    lastUpdateTime: now,
+    lastTransitionTime: prev && prev.status === next.status ? (prev.lastTransitionTime ?? now) : now,
+  };
+  if (i >= 0) list[i] = cond;
+  else list.push(cond);
+  return list;
+}
+
+export function removeCondition(conditions: readonly Condition[] | undefined, type: string): Condition[] {
+  return (conditions ?? []).filter((c) => c.type !== type);
+}
+
+/** Condition types this product writes on an EIP. kube-ovn's EIP controller writes none. */
+export const ConditionType = {
+  /** True once the address (and QoS) is on the gateway. */
+  ready: 'Ready',
+  /** False while the spec cannot be served as written (a permanent error); the message says why. */
+  validated: 'Validated',
+  /** True while a requested deletion waits (for NAT rules still using the EIP). */
+  deleting: 'Deleting',
+} as const;
