@@ -190,6 +190,8 @@ export interface Logger {
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
+  /** A logger that adds `fields` to every line (event id, EIP name, handler). */
+  child(fields: Record<string, unknown>): Logger;
 }
 
 /** Counters and timings the core reports (CloudWatch EMF in Lambda, a plain tally elsewhere). */

@@ -291,7 +291,7 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   const policyEdited = inv.event.reason === 'qos-policy-changed' && wantQos === haveQos && wantQos !== '';
   if (haveQos && (haveQos !== wantQos || policyEdited)) {
-    await removeQos(inv, deps, pod, ip, haveQos);
+    await removeQos(inv, deps, pod, ip, haveQos, { allDirections: policyEdited });
   }
   if (qos && (redo || wantQos !== haveQos || policyEdited)) {
     await addQos(inv, deps, pod, ip, qos);

@@ -116,8 +116,9 @@ export async function addQos(
 }
 
 /**
- * Removes the tc filters for `ip` in the directions the policy uses; both directions when the policy is gone or
- * unknown (so nothing is left behind for an address that may be reused).
+ * Removes the tc filters for `ip` in the directions the policy uses; both directions when the policy is gone,
+ * unknown, or its rules changed since they were applied (so nothing is left behind for an address that may be
+ * reused).
  */
 export async function removeQos(
   inv: Invocation,
@@ -125,8 +126,9 @@ export async function removeQos(
   pod: GatewayPod,
   ip: string,
   policyName: string,
+  options: { allDirections?: boolean } = {},
 ): Promise<void> {
-  const policy = await deps.cluster.getQosPolicy(policyName);
+  const policy = options.allDirections ? undefined : await deps.cluster.getQosPolicy(policyName);
   const rules = policy?.status?.bandwidthLimitRules ?? policy?.spec.bandwidthLimitRules;
   const directions = new Set<QoSDirection>(
     rules && rules.length > 0

@@ -1,0 +1,97 @@
+/**
+ * In-memory Gateway: each gateway pod (by uid) is backed by the same simulated nat-gateway.sh the local
+ * Kubernetes API uses (local/natgw), so tests see real effects — net1 addresses, tc filters, the script's exit
+ * codes — not just a list of calls. It also records every call and can be told to fail the next ones.
+ */
+
+import { NatGatewaySim } from '../../local/natgw/sim.js';
+import { GatewayCommandError } from '../domain/errors.js';
+import { natGatewayArgv } from '../domain/nat-gateway.js';
+import type { ExecResult, Gateway, GatewayPod, NatGwOp } from '../ports.js';
+
+export interface GatewayCall {
+  pod: string;
+  op: NatGwOp;
+  args: string[];
+  argv: string[];
+}
+
+export interface MemoryGatewayOptions {
+  /** Argument of the init op a fresh pod gets from its init container. */
+  init?: string;
+  /** The pod's own net1 address (CIDR form). */
+  net1?: string;
+}
+
+export class MemoryGateway implements Gateway {
+  readonly calls: GatewayCall[] = [];
+  private readonly sims = new Map<string, NatGatewaySim>();
+  private failures: { remaining: number; match?: NatGwOp; exitCode: number; stderr: string }[] = [];
+
+  constructor(private readonly options: MemoryGatewayOptions = {}) {}
+
+  /** The simulated gateway behind a pod, initialised as its init container would on first use. */
+  sim(pod: Pick<GatewayPod, 'uid'>): NatGatewaySim {
+    let sim = this.sims.get(pod.uid);
+    if (!sim) {
+      sim = new NatGatewaySim(this.options.net1 ? { net1: this.options.net1 } : {});
+      this.initialise(sim);
+      this.sims.set(pod.uid, sim);
+    }
+    return sim;
+  }
+
+  /** A container restart: the pod's network state is lost and its init container runs again. */
+  restart(pod: Pick<GatewayPod, 'uid'>): void {
+    const sim = this.sim(pod);
+    sim.restart();
+    this.initialise(sim);
+  }
+
+  /** The next `count` calls (of `op`, if given) exit non-zero. */
+  failNext(count: number, options: { op?: NatGwOp; exitCode?: number; stderr?: string } = {}): void {
+    this.failures.push({
+      remaining: count,
+      ...(options.op && { match: options.op }),
+      exitCode: options.exitCode ?? 1,
+      stderr: options.stderr ?? 'injected failure',
+    });
+  }
+
+  async run(
+    pod: GatewayPod,
+    op: NatGwOp,
+    args: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<ExecResult> {
+    const argv = natGatewayArgv(op, args);
+    if (signal?.aborted) throw new GatewayCommandError(`${op} aborted before it ran`, undefined, '', '');
+    this.calls.push({ pod: pod.name, op, args: [...args], argv });
+    const fault = this.failures.find((f) => f.remaining > 0 && (!f.match || f.match === op));
+    if (fault) {
+      fault.remaining -= 1;
+      throw new GatewayCommandError(
+        `command terminated with non-zero exit code: exit status ${fault.exitCode}`,
+        fault.exitCode,
+        '',
+        fault.stderr,
+      );
+    }
+    const out = this.sim(pod).exec(argv);
+    if (out.exitCode !== 0)
+      throw new GatewayCommandError(
+        `command terminated with non-zero exit code: exit status ${out.exitCode}`,
+        out.exitCode,
+        out.stdout,
+        out.stderr,
+      );
+    return { stdout: out.stdout, stderr: out.stderr };
+  }
+
+  private initialise(sim: NatGatewaySim): void {
+    const init = this.options.init ?? '10.96.0.0/12,10.0.1.1';
+    const out = sim.exec(['bash', '/kube-ovn/nat-gateway.sh', 'init', init]);
+    if (out.exitCode !== 0)
+      throw new Error(`simulated gateway failed to initialise: ${out.stderr || out.stdout}`);
+  }
+}

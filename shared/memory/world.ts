@@ -1,0 +1,230 @@
+/**
+ * An in-memory world for core and handler tests: the in-memory ports seeded with what a kube-ovn cluster with the
+ * VPC NAT gateway feature has — the two ConfigMaps, the external subnet, a VpcNatGateway with a Running pod backed
+ * by the simulated nat-gateway.sh, and QoS policies whose status the (stand-in) QoS controller has written.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Invocation } from '../core/invocation.js';
+import { operations } from '../core/operations.js';
+import type { Outcome } from '../core/outcome.js';
+import {
+  API_VERSION,
+  DEFAULT_EXTERNAL_SUBNET,
+  type IptablesEip,
+  Label,
+  type QoSPolicyBandwidthLimitRule,
+} from '../domain/kube-ovn.js';
+import type { EipEvent, HandlerName, Reason } from '../events.js';
+import { memoryLogger } from '../observability/log.js';
+import { TallyMetrics } from '../observability/metrics.js';
+import type { Deps } from '../ports.js';
+import { MemoryCluster, type MemoryPod } from './cluster.js';
+import { MemoryGateway } from './gateway.js';
+import { MemoryIpam } from './ipam.js';
+import { MemoryLeases } from './leases.js';
+
+export const GW = 'gw1';
+export const POD = 'vpc-nat-gw-gw1-0';
+
+export class ManualClock {
+  constructor(public t = Date.parse('2026-11-29T10:00:00Z')) {}
+  now = (): number => this.t;
+  advance(ms: number): void {
+    this.t += ms;
+  }
+}
+
+export interface WorldOptions {
+  cidrBlock?: string;
+  gateway?: string;
+  excludeIps?: string[];
+}
+
+export function world(options: WorldOptions = {}) {
+  const clock = new ManualClock();
+  const cluster = new MemoryCluster();
+  const ipam = new MemoryIpam();
+  const leases = new MemoryLeases({ clock });
+  const gateway = new MemoryGateway();
+  const metrics = new TallyMetrics();
+  const log = memoryLogger();
+  let ids = 0;
+  const deps: Deps = { cluster, ipam, leases, gateway, clock, log, metrics, newId: () => `inv-${++ids}` };
+
+  cluster.enableNatGw();
+  const meta = (name: string) => ({
+    name,
+    uid: randomUUID(),
+    resourceVersion: cluster.nextResourceVersion(),
+  });
+  cluster.subnets.set(DEFAULT_EXTERNAL_SUBNET, {
+    apiVersion: API_VERSION,
+    kind: 'Subnet',
+    metadata: meta(DEFAULT_EXTERNAL_SUBNET),
+    spec: {
+      cidrBlock: options.cidrBlock ?? '172.18.0.0/24',
+      gateway: options.gateway ?? '172.18.0.1',
+      excludeIps: options.excludeIps ?? ['172.18.0.250..172.18.0.254'],
+      protocol: 'IPv4',
+      provider: `${DEFAULT_EXTERNAL_SUBNET}.kube-system`,
+    },
+  });
+  cluster.gateways.set(GW, {
+    apiVersion: API_VERSION,
+    kind: 'VpcNatGateway',
+    metadata: meta(GW),
+    spec: {
+      vpc: 'vpc1',
+      subnet: 'vpc1-subnet1',
+      lanIp: '10.0.1.254',
+      externalSubnets: [DEFAULT_EXTERNAL_SUBNET],
+    },
+  });
+
+  const w = {
+    deps,
+    clock,
+    cluster,
+    ipam,
+    leases,
+    gateway,
+    metrics,
+    log,
+
+    /** (Re)creates the gateway pod as the StatefulSet would: a new uid and a fresh, initialised gateway. */
+    createPod(started = clock.now()): MemoryPod {
+      const at = new Date(started).toISOString();
+      const pod: MemoryPod = {
+        namespace: 'kube-system',
+        name: POD,
+        uid: randomUUID(),
+        phase: 'Running',
+        creationTimestamp: at,
+        container: { restartCount: 0, startedAt: at, ready: true },
+        labels: { [Label.app]: `vpc-nat-gw-${GW}`, [Label.vpcNatGw]: 'true' },
+      };
+      cluster.putPod(pod);
+      return pod;
+    },
+    pod(): MemoryPod {
+      const p = cluster.pods.get(`kube-system/${POD}`);
+      if (!p) throw new Error('no gateway pod');
+      return p;
+    },
+    /** A container restart (kill 1, node reboot): same pod, lost network state, a later start time. */
+    restartContainer(): void {
+      const p = w.pod();
+      clock.advance(5_000);
+      p.container = {
+        restartCount: (p.container?.restartCount ?? 0) + 1,
+        startedAt: new Date(clock.now()).toISOString(),
+        ready: true,
+      };
+      gateway.restart(p);
+    },
+    net1(): string[] {
+      return gateway.sim(w.pod()).net1Addresses();
+    },
+    tc(): { direction: 'ingress' | 'egress'; ip: string; priority: number; rate: string; burst: string }[] {
+      return gateway
+        .sim(w.pod())
+        .tcFilters()
+        .map((f) => ({ direction: f.direction, ip: f.ip, priority: f.prio, rate: f.rate, burst: f.burst }));
+    },
+
+    qos(
+      name: string,
+      rules: QoSPolicyBandwidthLimitRule[],
+      opts: { shared?: boolean; copyToStatus?: boolean } = {},
+    ): void {
+      const spec = { shared: opts.shared ?? false, bindingType: 'EIP', bandwidthLimitRules: rules };
+      cluster.qos.set(name, {
+        apiVersion: API_VERSION,
+        kind: 'QoSPolicy',
+        metadata: meta(name),
+        spec,
+        ...(opts.copyToStatus !== false && {
+          status: { ...spec, bandwidthLimitRules: [...rules].sort((a, b) => a.name.localeCompare(b.name)) },
+        }),
+      });
+    },
+
+    eip(name: string, spec: IptablesEip['spec'] = {}): IptablesEip {
+      return cluster.putEip({ metadata: { name }, spec: { natGwDp: GW, ...spec } });
+    },
+    get(name: string): IptablesEip | undefined {
+      return cluster.eips.get(name);
+    },
+
+    event(
+      handler: HandlerName,
+      name: string,
+      reason: Reason = 'manual',
+      extra: Partial<EipEvent> = {},
+    ): EipEvent {
+      const e = cluster.eips.get(name);
+      const uid = extra.object?.uid ?? e?.metadata.uid;
+      return {
+        version: 1,
+        id: `${uid}:${e?.metadata.resourceVersion}:${reason}`,
+        handler,
+        reason,
+        ...extra,
+        object: {
+          name,
+          ...(uid && { uid }),
+          ...(e && { resourceVersion: e.metadata.resourceVersion }),
+          ...extra.object,
+        },
+      };
+    },
+
+    /** Runs an operation the way the handler does, with a generous deadline. */
+    async run(
+      handler: HandlerName,
+      name: string,
+      reason: Reason = 'manual',
+      extra: Partial<EipEvent> = {},
+    ): Promise<Outcome> {
+      const inv: Invocation = {
+        event: w.event(handler, name, reason, extra),
+        signal: new AbortController().signal,
+        deadline: clock.now() + 60_000,
+        log,
+      };
+      return operations[handler](inv, deps);
+    },
+
+    /** Runs an already-built event. */
+    async runEvent(event: EipEvent, signal = new AbortController().signal): Promise<Outcome> {
+      return operations[event.handler]({ event, signal, deadline: clock.now() + 60_000, log }, deps);
+    },
+
+    /** Everything observable, for "run twice, same world" checks. */
+    snapshot() {
+      const eips = [...cluster.eips.values()].map((e) => ({
+        name: e.metadata.name,
+        uid: e.metadata.uid,
+        spec: e.spec,
+        status: e.status,
+        labels: e.metadata.labels,
+        finalizers: e.metadata.finalizers,
+        deleting: !!e.metadata.deletionTimestamp,
+      }));
+      const allocations = [...ipam.allocations.values()]
+        .map((a) => `${a.subnet}/${a.address}=${a.owner.uid}`)
+        .sort();
+      let net1: string[] = [];
+      let tc: unknown[] = [];
+      if (cluster.pods.has(`kube-system/${POD}`)) {
+        net1 = w.net1();
+        tc = w.tc();
+      }
+      return { eips, allocations, net1, tc };
+    },
+  };
+  w.createPod();
+  return w;
+}
+
+export type World = ReturnType<typeof world>;

@@ -1,0 +1,1 @@
+export { GW, ManualClock, POD, type World, world } from '../../shared/memory/world.js';
