@@ -26,6 +26,7 @@ export interface MemoryGatewayOptions {
 export class MemoryGateway implements Gateway {
   readonly calls: GatewayCall[] = [];
   private readonly sims = new Map<string, NatGatewaySim>();
+  private readonly delays: number[] = [];
   private failures: { remaining: number; match?: NatGwOp; exitCode: number; stderr: string }[] = [];
 
   constructor(private readonly options: MemoryGatewayOptions = {}) {}
@@ -58,6 +59,11 @@ export class MemoryGateway implements Gateway {
     });
   }
 
+  /** The next call takes `ms` before it runs (it is abandoned if the caller's signal aborts meanwhile). */
+  slowNext(ms: number): void {
+    this.delays.push(ms);
+  }
+
   async run(
     pod: GatewayPod,
     op: NatGwOp,
@@ -65,6 +71,8 @@ export class MemoryGateway implements Gateway {
     signal?: AbortSignal,
   ): Promise<ExecResult> {
     const argv = natGatewayArgv(op, args);
+    const delay = this.delays.shift();
+    if (delay) await abortableSleep(delay, signal);
     if (signal?.aborted) throw new GatewayCommandError(`${op} aborted before it ran`, undefined, '', '');
     this.calls.push({ pod: pod.name, op, args: [...args], argv });
     const fault = this.failures.find((f) => f.remaining > 0 && (!f.match || f.match === op));
@@ -94,4 +102,18 @@ export class MemoryGateway implements Gateway {
     if (out.exitCode !== 0)
       throw new Error(`simulated gateway failed to initialise: ${out.stderr || out.stdout}`);
   }
+}
+
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
 }

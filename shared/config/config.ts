@@ -1,0 +1,92 @@
+/**
+ * Configuration, read once at cold start from the environment and validated; every problem is reported at once.
+ *
+ * | variable | meaning | default |
+ * |---|---|---|
+ * | `EIP_NAMESPACE` | namespace of the NAT gateway pods and the nat-gw ConfigMaps (kube-ovn's controller namespace) | `kube-system` |
+ * | `KUBECONFIG` | kubeconfig file (local runs, the local stack) | — |
+ * | `EKS_CLUSTER_NAME`, `EKS_ENDPOINT`, `EKS_CA_DATA` | EKS API server, base64 CA; the handler mints a `k8s-aws-v1.` token from its IAM role | — |
+ * | `TABLE_NAME` | DynamoDB table (IPAM, leases) | — |
+ * | `DYNAMODB_ENDPOINT` | DynamoDB endpoint (dynalite locally); `AWS_ENDPOINT_URL_DYNAMODB` works too | AWS |
+ * | `EXEC_TIMEOUT_MS` | hard timeout of one nat-gateway.sh exec | `20000` |
+ * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` | `info` |
+ */
+import { type Level, levelFromEnv } from '../observability/log.js';
+
+export type KubeAccess =
+  | { kind: 'kubeconfig'; path: string }
+  | { kind: 'eks'; clusterName: string; endpoint: string; caData: string; region: string };
+
+export interface Config {
+  namespace: string;
+  kube: KubeAccess;
+  dynamo: { tableName: string; endpoint?: string; region: string };
+  execTimeoutMs: number;
+  logLevel: Level;
+  service: string;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+  const problems: string[] = [];
+  const namespace = env.EIP_NAMESPACE?.trim() || 'kube-system';
+  if (!DNS_LABEL.test(namespace) || namespace.length > 63)
+    problems.push(`EIP_NAMESPACE "${namespace}" is not a namespace name`);
+
+  const region = env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || 'us-east-1';
+  const eksVars = ['EKS_CLUSTER_NAME', 'EKS_ENDPOINT', 'EKS_CA_DATA'] as const;
+  const eksSet = eksVars.filter((k) => env[k]?.trim());
+  let kube: KubeAccess | undefined;
+  if (eksSet.length > 0) {
+    if (eksSet.length < eksVars.length)
+      problems.push(
+        `EKS access needs all of ${eksVars.join(', ')}; missing ${eksVars.filter((k) => !eksSet.includes(k)).join(', ')}`,
+      );
+    else if (!/^https:\/\//.test(env.EKS_ENDPOINT!.trim()))
+      problems.push('EKS_ENDPOINT must be an https:// URL');
+    else
+      kube = {
+        kind: 'eks',
+        clusterName: env.EKS_CLUSTER_NAME!.trim(),
+        endpoint: env.EKS_ENDPOINT!.trim(),
+        caData: env.EKS_CA_DATA!.trim(),
+        region,
+      };
+  } else if (env.KUBECONFIG?.trim()) {
+    kube = { kind: 'kubeconfig', path: env.KUBECONFIG.trim() };
+  } else {
+    problems.push(
+      'no Kubernetes API configured: set KUBECONFIG, or EKS_CLUSTER_NAME, EKS_ENDPOINT and EKS_CA_DATA',
+    );
+  }
+
+  const tableName = env.TABLE_NAME?.trim();
+  if (!tableName) problems.push('TABLE_NAME is required (the DynamoDB table holding allocations and leases)');
+  else if (!/^[A-Za-z0-9_.-]{3,255}$/.test(tableName))
+    problems.push(`TABLE_NAME "${tableName}" is not a valid table name`);
+  const endpoint = env.DYNAMODB_ENDPOINT?.trim() || env.AWS_ENDPOINT_URL_DYNAMODB?.trim() || undefined;
+  if (endpoint && !/^https?:\/\//.test(endpoint))
+    problems.push(`DYNAMODB_ENDPOINT "${endpoint}" must be an http(s) URL`);
+
+  const execTimeoutMs = Number(env.EXEC_TIMEOUT_MS ?? 20_000);
+  if (!Number.isInteger(execTimeoutMs) || execTimeoutMs < 1_000 || execTimeoutMs > 300_000)
+    problems.push(`EXEC_TIMEOUT_MS must be an integer between 1000 and 300000, got "${env.EXEC_TIMEOUT_MS}"`);
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze({
+    namespace,
+    kube: kube!,
+    dynamo: { tableName: tableName!, ...(endpoint && { endpoint }), region },
+    execTimeoutMs,
+    logLevel: levelFromEnv(env.LOG_LEVEL),
+    service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
+  });
+}

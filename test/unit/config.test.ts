@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../shared/config/config.js';
+
+describe('loadConfig', () => {
+  it('reads a local setup: kubeconfig, table and endpoint, with defaults', () => {
+    const c = loadConfig({
+      KUBECONFIG: '/tmp/kc',
+      TABLE_NAME: 'eip-ipam',
+      DYNAMODB_ENDPOINT: 'http://127.0.0.1:4567',
+    });
+    expect(c).toMatchObject({
+      namespace: 'kube-system',
+      kube: { kind: 'kubeconfig', path: '/tmp/kc' },
+      dynamo: { tableName: 'eip-ipam', endpoint: 'http://127.0.0.1:4567' },
+      execTimeoutMs: 20_000,
+      logLevel: 'info',
+    });
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('prefers EKS access when its variables are set', () => {
+    const c = loadConfig({
+      EKS_CLUSTER_NAME: 'prod',
+      EKS_ENDPOINT: 'https://ABC.gr7.eu-west-1.eks.amazonaws.com',
+      EKS_CA_DATA: 'LS0t',
+      AWS_REGION: 'eu-west-1',
+      TABLE_NAME: 't-ipam',
+    });
+    expect(c.kube).toEqual({
+      kind: 'eks',
+      clusterName: 'prod',
+      endpoint: 'https://ABC.gr7.eu-west-1.eks.amazonaws.com',
+      caData: 'LS0t',
+      region: 'eu-west-1',
+    });
+  });
+
+  it('reports every problem at once', () => {
+    try {
+      loadConfig({ EKS_CLUSTER_NAME: 'x', EIP_NAMESPACE: 'Bad_NS', EXEC_TIMEOUT_MS: 'soon' });
+      expect.unreachable();
+    } catch (e) {
+      expect(e).toBeInstanceOf(ConfigError);
+      const problems = (e as ConfigError).problems.join('\n');
+      expect(problems).toMatch(/EIP_NAMESPACE "Bad_NS"/);
+      expect(problems).toMatch(/missing EKS_ENDPOINT, EKS_CA_DATA/);
+      expect(problems).toMatch(/TABLE_NAME is required/);
+      expect(problems).toMatch(/EXEC_TIMEOUT_MS must be an integer/);
+    }
+  });
+});
