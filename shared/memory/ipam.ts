@@ -4,8 +4,16 @@
  * - claimAny hands out the lowest never-used address first, and reuses released addresses only after every
  *   never-used one is gone (oldest release first), as kube-ovn does;
  * - owner is the uid: same-owner claims are idempotent, another owner's address is a conflict.
+ * Both adapters pass the same contract suite (test/contract/ipam.ts). Order within a phase may differ: the
+ * DynamoDB allocator spreads concurrent allocators over the pool on purpose (infra/adr, "IPAM allocation").
  */
-import { allocatableRanges, assertClaimable, canonicalAddress, formatAddress } from '../domain/addressing.js';
+import {
+  allocatableRanges,
+  assertClaimable,
+  canonicalAddress,
+  formatAddress,
+  staticAddressProblem,
+} from '../domain/addressing.js';
 import { AddressConflictError, NoAvailableAddressError } from '../domain/errors.js';
 import type { Allocation, Ipam, Owner, Pool } from '../ports.js';
 
@@ -46,15 +54,19 @@ export class MemoryIpam implements Ipam {
       }
     }
     const released = this.released.get(`${pool.subnet}|${pool.family}`) ?? [];
-    while (released.length > 0) {
-      const addr = released.shift()!;
-      // A released address may have been claimed statically since, or left the pool when the subnet changed.
-      if (this.allocations.has(keyOf(pool.subnet, addr))) continue;
-      try {
-        assertClaimable(pool, addr);
-      } catch {
+    for (let i = 0; i < released.length; ) {
+      const addr = released[i]!;
+      // Claimed statically since: drop it (a later release lists it again).
+      if (this.allocations.has(keyOf(pool.subnet, addr))) {
+        released.splice(i, 1);
         continue;
       }
+      // Left the pool when the subnet's excludeIps or CIDR changed: skip it, but keep it for when it returns.
+      if (staticAddressProblem(pool, addr) !== undefined) {
+        i++;
+        continue;
+      }
+      released.splice(i, 1);
       return this.record(pool, addr, owner);
     }
     throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);

@@ -1,6 +1,12 @@
-/** In-memory Leases: the same rules as the DynamoDB adapter (take when free, expired or already ours). */
-import { LeaseHeldError } from '../domain/errors.js';
+/**
+ * In-memory Leases: the same rules as the DynamoDB adapter (shared/adapters/dynamo/leases.ts): take when free,
+ * expired or already ours; an expiry must lie in the future and is cut to 15 minutes; release only by the holder.
+ */
+import { DeadlineError, InvalidSpecError, LeaseHeldError } from '../domain/errors.js';
 import type { Clock, Lease, Leases } from '../ports.js';
+
+/** No lease outlives the longest Lambda invocation. */
+const MAX_LEASE_MS = 15 * 60_000;
 
 export class MemoryLeases implements Leases {
   readonly held = new Map<string, Lease>();
@@ -11,15 +17,19 @@ export class MemoryLeases implements Leases {
   }
 
   async acquire(key: string, holder: string, expiresAt: number): Promise<Lease> {
+    if (!key || !holder) throw new InvalidSpecError('a lease needs a key and a holder');
+    const now = this.clock.now();
+    if (!Number.isFinite(expiresAt) || expiresAt <= now)
+      throw new DeadlineError(`no time left to hold lease ${key} (expiry ${expiresAt} is not after ${now})`);
     const current = this.held.get(key);
-    if (current && current.holder !== holder && current.expiresAt > this.clock.now()) {
+    if (current && current.holder !== holder && current.expiresAt > now) {
       throw new LeaseHeldError(
         `lease ${key} is held by ${current.holder}`,
         current.holder,
         current.expiresAt,
       );
     }
-    const lease: Lease = { key, holder, expiresAt };
+    const lease: Lease = { key, holder, expiresAt: Math.min(Math.floor(expiresAt), now + MAX_LEASE_MS) };
     this.held.set(key, lease);
     return lease;
   }

@@ -1,0 +1,68 @@
+/**
+ * DynamoDB adapters: the Ipam and Leases ports on one table (infra/dynamodb-table.yml).
+ * Item types and access patterns: README.md in this directory.
+ *
+ * @example
+ *   const client = new DynamoDBClient({});            // AWS_ENDPOINT_URL_DYNAMODB points it at dynalite locally
+ *   await ensureTable(client, 'eip-lambdas-dev-ipam');  // local stack and tests only; CloudFormation on AWS
+ *   const ipam = createDynamoIpam({ client, tableName: 'eip-lambdas-dev-ipam', log, metrics });
+ *   const a = await ipam.claimAny(pool, { uid: eip.metadata.uid, name: eip.metadata.name });
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { Clock, Ipam, Leases, Logger, Metrics } from '../../ports.js';
+import { DynamoIpam, type GcOptions, type GcReport, type IpamTuning } from './ipam.js';
+import { DynamoLeases } from './leases.js';
+import { type RetryPolicy, Store } from './store.js';
+
+export type { ClaimStats, GcOptions, GcReport, IpamTuning } from './ipam.js';
+export { DynamoIpam } from './ipam.js';
+export { DynamoLeases, MAX_LEASE_MS } from './leases.js';
+export type { RetryPolicy } from './store.js';
+export { createTableInput, ensureTable, loadTableDefinition } from './table.js';
+
+const systemClock: Clock = { now: () => Date.now() };
+
+/** Metric names this adapter emits through the Metrics port, with their CloudWatch units. */
+export const DYNAMO_METRICS = {
+  IpamAllocations: 'Count',
+  IpamReleases: 'Count',
+  IpamConflicts: 'Count',
+  IpamAllocationRetries: 'Count',
+  IpamExhausted: 'Count',
+  IpamStoreRetries: 'Count',
+  IpamSubnetUtilisation: 'Percent',
+  IpamGcOrphans: 'Count',
+  IpamGcReleased: 'Count',
+  LeaseContention: 'Count',
+} as const;
+
+export interface DynamoIpamOptions {
+  client: DynamoDBClient;
+  tableName: string;
+  log?: Logger;
+  metrics?: Metrics;
+  clock?: Clock;
+  /** Adapter-level retries of throttling and 5xx (on top of the SDK client's own). */
+  retry?: Partial<RetryPolicy>;
+  tuning?: Partial<IpamTuning>;
+}
+
+export type DynamoIpamPort = Ipam & {
+  collectGarbage(liveOwnerUids: ReadonlySet<string>, options?: GcOptions): Promise<GcReport>;
+};
+
+export function createDynamoIpam(options: DynamoIpamOptions): DynamoIpam {
+  const store = new Store(options);
+  return new DynamoIpam(store, options.clock ?? systemClock, options.log, options.metrics, options.tuning);
+}
+
+export function createDynamoLeases(options: {
+  client: DynamoDBClient;
+  tableName: string;
+  clock?: Clock;
+  metrics?: Metrics;
+  log?: Logger;
+  retry?: Partial<RetryPolicy>;
+}): Leases {
+  return new DynamoLeases(new Store(options), options.clock ?? systemClock, options.metrics);
+}

@@ -1,0 +1,648 @@
+/**
+ * The Ipam port on one DynamoDB table, with single-item conditional writes only (dynalite has no transactions).
+ * Item types, access patterns and the write order of every protocol: README.md next to this file.
+ * Allocation rules (the same as shared/memory/ipam.ts, ADR 0002):
+ * - eligible addresses come from allocatableRanges(): never network, broadcast, gateway or excluded;
+ * - claimAny takes never-used addresses first; released ones only after every never-used one is gone,
+ *   oldest release first (spread at random over the oldest few, so concurrent allocators do not collide);
+ * - the owner is the EIP uid: same-owner claims are idempotent, another owner's address is a conflict;
+ * - an address item is never deleted: release turns it into a free marker, which is what lets any allocator
+ *   know, from the item's mere existence, that an address has been used before.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  type AttributeValue,
+  GetItemCommand,
+  type GetItemCommandOutput,
+  PutItemCommand,
+  QueryCommand,
+  type QueryCommandOutput,
+  ScanCommand,
+  type ScanCommandOutput,
+  UpdateItemCommand,
+  type UpdateItemCommandOutput,
+} from '@aws-sdk/client-dynamodb';
+import {
+  assertClaimable,
+  capacity,
+  type Family,
+  formatAddress,
+  parseAddress,
+} from '../../domain/addressing.js';
+import {
+  AddressConflictError,
+  ConflictError,
+  InvalidSpecError,
+  NoAvailableAddressError,
+} from '../../domain/errors.js';
+import type { Allocation, Clock, Ipam, Logger, Metrics, Owner, Pool } from '../../ports.js';
+import { type CursorOptions, DEFAULT_CURSOR, NeverUsedCursor } from './cursor.js';
+import { addressSk, geometryOf, INDEX, META_SK, type PoolGeometry, poolPk, valueOfSk } from './layout.js';
+import type { Store } from './store.js';
+
+type Item = Record<string, AttributeValue>;
+
+export interface IpamTuning {
+  /** Cursor options (window of segments, cache age). */
+  cursor: Partial<CursorOptions>;
+  /** How many of the oldest released addresses the reuse phase reads at once. Default 32. */
+  reuseBatch: number;
+  /** Conditional writes one claimAny may spend before giving up with a retryable ConflictError. Default 64. */
+  maxClaimAttempts: number;
+}
+
+export interface GcOptions {
+  /**
+   * When the live set was read (epoch ms). Only allocations claimed at least `graceMs` before it are
+   * candidates, so an EIP created after the list was taken never loses its fresh allocation. Default: now.
+   */
+  liveAsOf?: number;
+  /** Margin for clock skew between writers and the collector. Default 120 000 ms. */
+  graceMs?: number;
+  /** Second opinion per candidate (e.g. re-read the EIP by name and compare uids); false keeps it. */
+  confirm?: (allocation: Allocation) => Promise<boolean>;
+  /** Report only; change nothing. */
+  dryRun?: boolean;
+  /** Pools whose utilisation to report (held / capacity) and emit as IpamSubnetUtilisation. */
+  pools?: readonly Pool[];
+}
+
+export interface GcReport {
+  /** Allocations seen (held addresses). */
+  scanned: number;
+  /** Held by an owner not in the live set, old enough to judge. */
+  orphans: Allocation[];
+  /** Orphans actually released (a subset: the rest raced with a release or re-claim, or were kept by confirm). */
+  released: Allocation[];
+  /** Orphan-looking allocations younger than liveAsOf − graceMs (possibly in flight), left alone. */
+  tooYoung: number;
+  /** Kept because `confirm` said the owner still exists. */
+  confirmedLive: number;
+  /** Owners holding more than one address in one pool (should not happen; reported, never auto-released). */
+  surplus: { ownerUid: string; subnet: string; family: Family; addresses: string[] }[];
+  utilisation: { subnet: string; family: Family; held: number; capacity: number; percent: number }[];
+}
+
+export interface ClaimStats {
+  writes: number;
+  conflicts: number;
+  source: 'existing' | 'never-used' | 'released';
+}
+
+export class DynamoIpam implements Ipam {
+  private readonly cursors = new Map<string, NeverUsedCursor>();
+  private readonly tuning: IpamTuning;
+  /** Stats of the last claimAny, for the benchmark and the tests (not part of the port). */
+  lastClaim: ClaimStats | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly log?: Logger,
+    private readonly metrics?: Metrics,
+    tuning: Partial<IpamTuning> = {},
+  ) {
+    this.tuning = { cursor: {}, reuseBatch: 32, maxClaimAttempts: 64, ...tuning };
+  }
+
+  // ------------------------------------------------------------------ claims
+
+  async claimAddress(pool: Pool, address: string, owner: Owner): Promise<Allocation> {
+    assertOwner(owner);
+    assertClaimable(pool, address);
+    const value = parseAddress(address)!.value;
+    const addr = formatAddress(pool.family, value);
+    const now = this.clock.now();
+    // One upsert: free (no item, or a released marker) or already ours. claimId/claimedAt survive a same-owner
+    // repeat, so a GC that read the first claim still matches it.
+    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
+      new UpdateItemCommand({
+        TableName: this.store.tableName,
+        Key: key(poolPk(pool.subnet, pool.family), addressSk(pool.family, value)),
+        UpdateExpression:
+          'SET #subnet = :subnet, #family = :family, #address = :address, #ownerUid = :uid, #ownerName = :name, ' +
+          '#claimId = if_not_exists(#claimId, :cid), #claimedAt = if_not_exists(#claimedAt, :now) ' +
+          'REMOVE #freePool, #releasedAt',
+        ConditionExpression: 'attribute_not_exists(#ownerUid) OR #ownerUid = :uid',
+        ExpressionAttributeNames: names(
+          'subnet',
+          'family',
+          'address',
+          'ownerUid',
+          'ownerName',
+          'claimId',
+          'claimedAt',
+          'freePool',
+          'releasedAt',
+        ),
+        ExpressionAttributeValues: {
+          ':subnet': { S: pool.subnet },
+          ':family': { N: String(pool.family) },
+          ':address': { S: addr },
+          ':uid': { S: owner.uid },
+          ':name': { S: owner.name },
+          ':cid': { S: randomUUID() },
+          ':now': { N: String(now) },
+        },
+        ReturnValues: 'ALL_NEW',
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      }),
+    );
+    if (r.ok) {
+      this.metrics?.count('IpamAllocations', 1, { subnet: pool.subnet, source: 'static' });
+      return toAllocation(r.output.Attributes!);
+    }
+    this.metrics?.count('IpamConflicts', 1, { subnet: pool.subnet });
+    const holder =
+      r.item ?? (await this.getItem(poolPk(pool.subnet, pool.family), addressSk(pool.family, value)));
+    const holderName = holder?.ownerName?.S ?? 'another owner';
+    throw new AddressConflictError(
+      `address ${addr} in subnet ${pool.subnet} is already allocated to ${holderName}`,
+      holder?.ownerUid?.S,
+    );
+  }
+
+  async claimAny(pool: Pool, owner: Owner): Promise<Allocation> {
+    assertOwner(owner);
+    const g = geometryOf(pool);
+    const stats: ClaimStats = { writes: 0, conflicts: 0, source: 'existing' };
+    this.lastClaim = stats;
+
+    // A retry never allocates twice: the owner's allocation in this pool, if any, is the answer.
+    const mine = (await this.findByOwner(owner.uid)).filter(
+      (a) => a.subnet === pool.subnet && a.family === pool.family,
+    );
+    if (mine.length > 0) {
+      if (mine.length > 1)
+        this.log?.warn('owner holds more than one address in one pool', {
+          ownerUid: owner.uid,
+          subnet: pool.subnet,
+          addresses: mine.map((a) => a.address),
+        });
+      return mine[0]!;
+    }
+
+    const result =
+      (await this.claimNeverUsed(g, owner, stats)) ?? (await this.claimReleased(g, owner, stats));
+    if (stats.conflicts > 0) this.metrics?.count('IpamConflicts', stats.conflicts, { subnet: pool.subnet });
+    if (!result) {
+      this.metrics?.count('IpamExhausted', 1, { subnet: pool.subnet });
+      throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
+    }
+    this.metrics?.count('IpamAllocations', 1, { subnet: pool.subnet, source: stats.source });
+    this.metrics?.count('IpamAllocationRetries', stats.conflicts, { subnet: pool.subnet });
+    this.log?.debug('address allocated', {
+      subnet: pool.subnet,
+      address: result.address,
+      ownerUid: owner.uid,
+      source: stats.source,
+      writes: stats.writes,
+    });
+    return result;
+  }
+
+  /** Phase 1: a never-used address (no item at all), found through the pool's cursor. */
+  private async claimNeverUsed(
+    g: PoolGeometry,
+    owner: Owner,
+    stats: ClaimStats,
+  ): Promise<Allocation | undefined> {
+    const cursor = this.cursorOf(g);
+    for (;;) {
+      const slot = await cursor.next();
+      if (slot === undefined) return undefined;
+      this.spend(g, stats);
+      const value = g.valueOf(slot);
+      const item: Item = {
+        pk: { S: g.pk },
+        sk: { S: addressSk(g.pool.family, value) },
+        subnet: { S: g.pool.subnet },
+        family: { N: String(g.pool.family) },
+        address: { S: formatAddress(g.pool.family, value) },
+        ownerUid: { S: owner.uid },
+        ownerName: { S: owner.name },
+        claimId: { S: randomUUID() },
+        claimedAt: { N: String(this.clock.now()) },
+      };
+      const r = await this.store.sendConditional(
+        new PutItemCommand({
+          TableName: this.store.tableName,
+          Item: item,
+          // Never used: no item at all. A released marker does not qualify here (reuse comes last).
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      if (r.ok) {
+        stats.source = 'never-used';
+        return toAllocation(item);
+      }
+      stats.conflicts++;
+    }
+  }
+
+  /** Phase 2: a released address, oldest release first, spread at random over the oldest `reuseBatch`. */
+  private async claimReleased(
+    g: PoolGeometry,
+    owner: Owner,
+    stats: ClaimStats,
+  ): Promise<Allocation | undefined> {
+    for (;;) {
+      const free = await this.oldestReleased(g);
+      if (free.length === 0) return undefined;
+      shuffle(free);
+      // A few tries per list: after that the list is stale enough that re-reading is cheaper than guessing.
+      for (const value of free.slice(0, 3)) {
+        this.spend(g, stats);
+        const r = await this.store.sendConditional<UpdateItemCommandOutput>(
+          new UpdateItemCommand({
+            TableName: this.store.tableName,
+            Key: key(g.pk, addressSk(g.pool.family, value)),
+            UpdateExpression:
+              'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now REMOVE #freePool, #releasedAt',
+            ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
+            ExpressionAttributeNames: names(
+              'ownerUid',
+              'ownerName',
+              'claimId',
+              'claimedAt',
+              'freePool',
+              'releasedAt',
+            ),
+            ExpressionAttributeValues: {
+              ':uid': { S: owner.uid },
+              ':name': { S: owner.name },
+              ':cid': { S: randomUUID() },
+              ':now': { N: String(this.clock.now()) },
+            },
+            ReturnValues: 'ALL_NEW',
+          }),
+        );
+        if (r.ok) {
+          stats.source = 'released';
+          return toAllocation(r.output.Attributes!);
+        }
+        stats.conflicts++;
+      }
+    }
+  }
+
+  private spend(g: PoolGeometry, stats: ClaimStats): void {
+    if (stats.writes >= this.tuning.maxClaimAttempts)
+      throw new ConflictError(
+        `gave up allocating in subnet ${g.pool.subnet} after ${stats.writes} conflicting attempts; retry later`,
+      );
+    stats.writes++;
+  }
+
+  /** Values of the oldest released, still-eligible addresses of the pool (byFree index, eventually consistent). */
+  private async oldestReleased(g: PoolGeometry): Promise<bigint[]> {
+    const out: bigint[] = [];
+    let start: Item | undefined;
+    do {
+      const page = await this.store.send<QueryCommandOutput>(
+        new QueryCommand({
+          TableName: this.store.tableName,
+          IndexName: INDEX.byFree,
+          KeyConditionExpression: '#freePool = :pk',
+          ExpressionAttributeNames: names('freePool'),
+          ExpressionAttributeValues: { ':pk': { S: g.pk } },
+          ScanIndexForward: true,
+          Limit: this.tuning.reuseBatch,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const it of page.Items ?? []) {
+        const v = valueOfSk(it.sk?.S ?? '');
+        // Released before the subnet's excludeIps or CIDR changed: no longer eligible, skipped (kept, not lost).
+        if (v !== undefined && g.slotOf(v) !== undefined) out.push(v);
+      }
+      start = page.LastEvaluatedKey;
+    } while (start && out.length < this.tuning.reuseBatch);
+    return out;
+  }
+
+  private cursorOf(g: PoolGeometry): NeverUsedCursor {
+    const id = `${g.pk}|${g.fingerprint}`;
+    let c = this.cursors.get(id);
+    if (!c) {
+      c = new NeverUsedCursor(
+        g,
+        {
+          readHwm: () => this.readHwm(g),
+          publishHwm: (hwm) => this.publishHwm(g, hwm),
+          usedSlots: (seg) => this.usedSlots(g, seg),
+        },
+        this.clock,
+        { ...DEFAULT_CURSOR, ...this.tuning.cursor },
+      );
+      this.cursors.set(id, c);
+    }
+    return c;
+  }
+
+  private async readHwm(g: PoolGeometry): Promise<bigint> {
+    const it = await this.getItem(g.pk, META_SK, false);
+    if (!it || it.fingerprint?.S !== g.fingerprint) return 0n;
+    return BigInt(it.hwmSegment?.N ?? '0');
+  }
+
+  private async publishHwm(g: PoolGeometry, hwm: bigint): Promise<void> {
+    // A max-update: never lowers the mark. Another fingerprint (the subnet changed) is simply replaced.
+    try {
+      await this.store.sendConditional(
+        new UpdateItemCommand({
+          TableName: this.store.tableName,
+          Key: key(g.pk, META_SK),
+          UpdateExpression:
+            'SET #fingerprint = :fp, #hwmSegment = :hwm, #segmentSize = :size, #capacity = :cap, #subnet = :subnet, #family = :family',
+          ConditionExpression: 'attribute_not_exists(pk) OR #fingerprint <> :fp OR #hwmSegment < :hwm',
+          ExpressionAttributeNames: names(
+            'fingerprint',
+            'hwmSegment',
+            'segmentSize',
+            'capacity',
+            'subnet',
+            'family',
+          ),
+          ExpressionAttributeValues: {
+            ':fp': { S: g.fingerprint },
+            ':hwm': { N: hwm.toString() },
+            ':size': { N: g.segmentSize.toString() },
+            ':cap': { N: g.capacity.toString() },
+            ':subnet': { S: g.pool.subnet },
+            ':family': { N: String(g.pool.family) },
+          },
+        }),
+      );
+    } catch (e) {
+      // Only an optimisation for other allocators: never fail an allocation over it.
+      this.log?.warn('could not publish the pool cursor', { pool: g.pk, error: String(e) });
+    }
+  }
+
+  private async usedSlots(g: PoolGeometry, seg: bigint): Promise<Set<bigint>> {
+    const { first, last } = g.segment(seg);
+    const used = new Set<bigint>();
+    let start: Item | undefined;
+    do {
+      const page = await this.store.send<QueryCommandOutput>(
+        new QueryCommand({
+          TableName: this.store.tableName,
+          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
+          ExpressionAttributeValues: {
+            ':pk': { S: g.pk },
+            ':a': { S: g.skOf(first) },
+            ':b': { S: g.skOf(last) },
+          },
+          ProjectionExpression: 'sk',
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const it of page.Items ?? []) {
+        const v = valueOfSk(it.sk?.S ?? '');
+        const s = v === undefined ? undefined : g.slotOf(v);
+        if (s !== undefined) used.add(s);
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return used;
+  }
+
+  // ------------------------------------------------------------------ lookups and releases
+
+  async findByOwner(ownerUid: string): Promise<Allocation[]> {
+    if (!ownerUid) return [];
+    const seen: Item[] = [];
+    let start: Item | undefined;
+    do {
+      const page = await this.store.send<QueryCommandOutput>(
+        new QueryCommand({
+          TableName: this.store.tableName,
+          IndexName: INDEX.byOwner,
+          KeyConditionExpression: '#ownerUid = :uid',
+          ExpressionAttributeNames: names('ownerUid'),
+          ExpressionAttributeValues: { ':uid': { S: ownerUid } },
+          ExclusiveStartKey: start,
+        }),
+      );
+      seen.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    // The index is eventually consistent on AWS: confirm each hit on the item itself (strongly consistent),
+    // so that an address released (and maybe re-claimed by someone else) a moment ago is not reported as ours.
+    const confirmed = await Promise.all(
+      seen.map(async (it) => {
+        const fresh = await this.getItem(it.pk!.S!, it.sk!.S!);
+        return fresh?.ownerUid?.S === ownerUid ? toAllocation(fresh) : undefined;
+      }),
+    );
+    return confirmed
+      .filter((a): a is Allocation => a !== undefined)
+      .sort((a, b) => (a.subnet + a.family < b.subnet + b.family ? -1 : 1));
+  }
+
+  async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
+    const released: Allocation[] = [];
+    for (const a of await this.findByOwner(ownerUid)) {
+      if (await this.release(a.subnet, a.address, ownerUid)) released.push(a);
+    }
+    return released;
+  }
+
+  async release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
+    const p = parseAddress(address);
+    if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
+    return this.releaseItem(
+      poolPk(subnet, p.family),
+      addressSk(p.family, p.value),
+      ownerUid,
+      undefined,
+      subnet,
+    );
+  }
+
+  /**
+   * Turns a held address into a released marker, only if `ownerUid` (and, for the collector, the very claim it
+   * looked at) still holds it. The item stays: its existence is what marks the address as used before.
+   */
+  private async releaseItem(
+    pk: string,
+    sk: string,
+    ownerUid: string,
+    claimId: string | undefined,
+    subnet: string,
+  ): Promise<boolean> {
+    const values: Item = {
+      ':uid': { S: ownerUid },
+      ':pk': { S: pk },
+      ':now': { N: String(this.clock.now()) },
+    };
+    let condition = '#ownerUid = :uid';
+    if (claimId) {
+      condition += ' AND #claimId = :cid';
+      values[':cid'] = { S: claimId };
+    }
+    const r = await this.store.sendConditional(
+      new UpdateItemCommand({
+        TableName: this.store.tableName,
+        Key: key(pk, sk),
+        UpdateExpression:
+          'SET #freePool = :pk, #releasedAt = :now, #lastOwnerUid = :uid REMOVE #ownerUid, #ownerName, #claimId, #claimedAt',
+        ConditionExpression: condition,
+        ExpressionAttributeNames: names(
+          'freePool',
+          'releasedAt',
+          'lastOwnerUid',
+          'ownerUid',
+          'ownerName',
+          'claimId',
+          'claimedAt',
+        ),
+        ExpressionAttributeValues: values,
+      }),
+    );
+    if (r.ok) this.metrics?.count('IpamReleases', 1, { subnet });
+    return r.ok;
+  }
+
+  // ------------------------------------------------------------------ garbage collection
+
+  /**
+   * Releases allocations whose owner uid is not in `liveOwnerUids`. Safe against an allocation in flight:
+   * only claims older than `liveAsOf − graceMs` are judged (an EIP that claimed before the live set was read
+   * is in it, unless it is gone), an optional `confirm` re-checks each owner, and each release is conditioned
+   * on the exact claim (owner uid and claim id) the collector saw, so it never frees an address that was
+   * released and re-claimed meanwhile — not even by the same owner.
+   */
+  async collectGarbage(liveOwnerUids: ReadonlySet<string>, options: GcOptions = {}): Promise<GcReport> {
+    const liveAsOf = options.liveAsOf ?? this.clock.now();
+    const cutoff = liveAsOf - (options.graceMs ?? 120_000);
+    const report: GcReport = {
+      scanned: 0,
+      orphans: [],
+      released: [],
+      tooYoung: 0,
+      confirmedLive: 0,
+      surplus: [],
+      utilisation: [],
+    };
+    const held = new Map<string, number>();
+    const perOwnerPool = new Map<string, Allocation[]>();
+    const candidates: { item: Item; allocation: Allocation }[] = [];
+    let start: Item | undefined;
+    do {
+      const page = await this.store.send<ScanCommandOutput>(
+        new ScanCommand({
+          TableName: this.store.tableName,
+          IndexName: INDEX.byOwner,
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        if (!item.ownerUid?.S || !item.address?.S) continue;
+        const a = toAllocation(item);
+        report.scanned++;
+        const poolKey = `${a.subnet}|${a.family}`;
+        held.set(poolKey, (held.get(poolKey) ?? 0) + 1);
+        const opk = `${a.owner.uid}|${poolKey}`;
+        perOwnerPool.set(opk, [...(perOwnerPool.get(opk) ?? []), a]);
+        if (liveOwnerUids.has(a.owner.uid)) continue;
+        if (Number(item.claimedAt?.N ?? '0') > cutoff) {
+          report.tooYoung++;
+          continue;
+        }
+        candidates.push({ item, allocation: a });
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+
+    for (const { item, allocation } of candidates) {
+      report.orphans.push(allocation);
+      if (options.confirm && !(await options.confirm(allocation))) {
+        report.confirmedLive++;
+        continue;
+      }
+      if (options.dryRun) continue;
+      const ok = await this.releaseItem(
+        item.pk!.S!,
+        item.sk!.S!,
+        allocation.owner.uid,
+        item.claimId?.S,
+        allocation.subnet,
+      );
+      if (ok) report.released.push(allocation);
+    }
+    for (const list of perOwnerPool.values()) {
+      if (list.length > 1) {
+        const first = list[0]!;
+        report.surplus.push({
+          ownerUid: first.owner.uid,
+          subnet: first.subnet,
+          family: first.family,
+          addresses: list.map((a) => a.address),
+        });
+      }
+    }
+    for (const pool of options.pools ?? []) {
+      const n = held.get(`${pool.subnet}|${pool.family}`) ?? 0;
+      const cap = Number(capacity(pool));
+      const percent = cap === 0 ? 100 : Math.round((n / cap) * 1000) / 10;
+      report.utilisation.push({ subnet: pool.subnet, family: pool.family, held: n, capacity: cap, percent });
+      this.metrics?.count('IpamSubnetUtilisation', percent, {
+        subnet: pool.subnet,
+        family: `v${pool.family}`,
+      });
+    }
+    this.metrics?.count('IpamGcOrphans', report.orphans.length);
+    this.metrics?.count('IpamGcReleased', report.released.length);
+    if (report.surplus.length > 0)
+      this.log?.warn('owners holding several addresses in one pool', { surplus: report.surplus });
+    this.log?.info('ipam garbage collection', {
+      scanned: report.scanned,
+      orphans: report.orphans.length,
+      released: report.released.length,
+      tooYoung: report.tooYoung,
+      confirmedLive: report.confirmedLive,
+      dryRun: options.dryRun ?? false,
+    });
+    return report;
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  private async getItem(pk: string, sk: string, consistent = true): Promise<Item | undefined> {
+    const r = await this.store.send<GetItemCommandOutput>(
+      new GetItemCommand({ TableName: this.store.tableName, Key: key(pk, sk), ConsistentRead: consistent }),
+    );
+    return r.Item;
+  }
+}
+
+function key(pk: string, sk: string): Item {
+  return { pk: { S: pk }, sk: { S: sk } };
+}
+
+function names(...attrs: string[]): Record<string, string> {
+  return Object.fromEntries(attrs.map((a) => [`#${a}`, a]));
+}
+
+function toAllocation(it: Item): Allocation {
+  return {
+    subnet: it.subnet!.S!,
+    family: Number(it.family!.N) as Family,
+    address: it.address!.S!,
+    owner: { uid: it.ownerUid!.S!, name: it.ownerName?.S ?? '' },
+  };
+}
+
+function assertOwner(owner: Owner): void {
+  if (!owner.uid) throw new InvalidSpecError('an allocation needs an owner uid');
+}
+
+function shuffle<T>(a: T[]): void {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j]!, a[i]!];
+  }
+}

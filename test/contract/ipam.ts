@@ -1,0 +1,320 @@
+/**
+ * The contract every Ipam and Leases adapter keeps: the in-memory twins (test/unit/memory-ipam.test.ts) and the
+ * DynamoDB adapters against dynalite (test/integration/dynamo-ipam-contract.test.ts) run these same tests.
+ * Order within a phase is not part of the contract (the DynamoDB allocator spreads concurrent allocators on
+ * purpose); eligibility, idempotency, owner checks and the reuse policy are.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  allocatableRanges,
+  formatAddress,
+  parseAddress,
+  staticAddressProblem,
+} from '../../shared/domain/addressing.js';
+import {
+  AddressConflictError,
+  AddressOutOfRangeError,
+  DeadlineError,
+  LeaseHeldError,
+  NoAvailableAddressError,
+} from '../../shared/domain/errors.js';
+import type { Allocation, Clock, Ipam, Leases, Owner, Pool } from '../../shared/ports.js';
+
+export class ManualClock implements Clock {
+  constructor(public t = 1_700_000_000_000) {}
+  now(): number {
+    return this.t;
+  }
+  advance(ms: number): void {
+    this.t += ms;
+  }
+}
+
+export interface ContractSubject {
+  ipam: Ipam;
+  leases: Leases;
+}
+
+/** Builds a fresh, empty subject on the given clock (a new table, a new object…). */
+export type SubjectFactory = (clock: ManualClock) => Promise<ContractSubject>;
+
+const owner = (n: number | string): Owner => ({ uid: `uid-${n}`, name: `eip-${n}` });
+
+const v4: Pool = { subnet: 'ext', family: 4, cidr: '10.0.0.0/28', gateway: '10.0.0.1', exclude: [] };
+const v6: Pool = { subnet: 'ext', family: 6, cidr: 'fd00::/125', gateway: 'fd00::1', exclude: [] };
+
+/** Every address claimAny may hand out, by the domain's arithmetic. */
+function eligible(pool: Pool): string[] {
+  const out: string[] = [];
+  for (const r of allocatableRanges(pool))
+    for (let v = r.start; v <= r.end; v++) out.push(formatAddress(pool.family, v));
+  return out;
+}
+
+async function fill(ipam: Ipam, pool: Pool, prefix: string): Promise<Allocation[]> {
+  const got: Allocation[] = [];
+  for (let i = 0; ; i++) {
+    try {
+      got.push(await ipam.claimAny(pool, owner(`${prefix}-${i}`)));
+    } catch (e) {
+      if (e instanceof NoAvailableAddressError) return got;
+      throw e;
+    }
+  }
+}
+
+export function describeIpamContract(name: string, make: SubjectFactory): void {
+  describe(`Ipam contract: ${name}`, () => {
+    const fresh = async () => {
+      const clock = new ManualClock();
+      return { clock, ...(await make(clock)) };
+    };
+
+    describe('claimAddress', () => {
+      it('gives a free address to its owner and returns the same allocation when the owner claims it again', async () => {
+        const { ipam } = await fresh();
+        const a = await ipam.claimAddress(v4, '10.0.0.5', owner(1));
+        expect(a).toEqual({ subnet: 'ext', family: 4, address: '10.0.0.5', owner: owner(1) });
+        expect(await ipam.claimAddress(v4, '10.0.0.5', owner(1))).toEqual(a);
+        expect(await ipam.findByOwner('uid-1')).toEqual([a]);
+      });
+
+      it('refuses an address held by another owner with a conflict naming the holder', async () => {
+        const { ipam } = await fresh();
+        await ipam.claimAddress(v4, '10.0.0.5', owner(1));
+        const e = await ipam.claimAddress(v4, '10.0.0.5', owner(2)).catch((x: unknown) => x);
+        expect(e).toBeInstanceOf(AddressConflictError);
+        expect((e as AddressConflictError).holderUid).toBe('uid-1');
+        expect((e as AddressConflictError).retryable).toBe(false);
+        expect((e as Error).message).toContain('eip-1');
+      });
+
+      it('refuses the network, broadcast, gateway, excluded, out-of-subnet and other-family addresses', async () => {
+        const { ipam } = await fresh();
+        const pool: Pool = { ...v4, exclude: ['10.0.0.8..10.0.0.9', '10.0.0.12'] };
+        for (const bad of [
+          '10.0.0.0',
+          '10.0.0.15',
+          '10.0.0.1',
+          '10.0.0.8',
+          '10.0.0.9',
+          '10.0.0.12',
+          '10.0.1.5',
+          'fd00::2',
+        ]) {
+          await expect(ipam.claimAddress(pool, bad, owner(1)), bad).rejects.toBeInstanceOf(
+            AddressOutOfRangeError,
+          );
+        }
+        expect(await ipam.findByOwner('uid-1')).toEqual([]);
+      });
+
+      it('normalises the address text, so one address has one holder however it is written', async () => {
+        const { ipam } = await fresh();
+        const a = await ipam.claimAddress(v6, 'FD00:0:0:0:0:0:0:3', owner(1));
+        expect(a.address).toBe('fd00::3');
+        await expect(ipam.claimAddress(v6, 'fd00::3', owner(2))).rejects.toBeInstanceOf(AddressConflictError);
+      });
+    });
+
+    describe('claimAny', () => {
+      it('hands out every eligible address exactly once and then reports the subnet exhausted', async () => {
+        const { ipam } = await fresh();
+        const pool: Pool = { ...v4, exclude: ['10.0.0.4..10.0.0.6', '10.0.0.10', 'fd00::7'] };
+        const got = await fill(ipam, pool, 'f');
+        expect(got.map((a) => a.address).sort()).toEqual(eligible(pool).sort());
+        const e = await ipam.claimAny(pool, owner('late')).catch((x: unknown) => x);
+        expect(e).toBeInstanceOf(NoAvailableAddressError);
+        expect((e as NoAvailableAddressError).retryable).toBe(false);
+      });
+
+      it('returns the address an owner already holds when the same owner asks again', async () => {
+        const { ipam } = await fresh();
+        const a = await ipam.claimAny(v4, owner(1));
+        const b = await ipam.claimAny(v4, owner(1));
+        expect(b).toEqual(a);
+        expect(await ipam.findByOwner('uid-1')).toEqual([a]);
+      });
+
+      it('gives a dual-stack subnet one v4 and one v6 address for the same owner', async () => {
+        const { ipam } = await fresh();
+        const a4 = await ipam.claimAny(v4, owner(1));
+        const a6 = await ipam.claimAny(v6, owner(1));
+        expect(parseAddress(a4.address)?.family).toBe(4);
+        expect(parseAddress(a6.address)?.family).toBe(6);
+        expect(staticAddressProblem(v6, a6.address)).toBeUndefined();
+        const held = await ipam.findByOwner('uid-1');
+        expect(held.map((a) => a.address).sort()).toEqual([a4.address, a6.address].sort());
+      });
+
+      it('reuses a released address only after every never-used one is gone', async () => {
+        const { ipam } = await fresh();
+        const pool: Pool = { ...v4, cidr: '10.0.0.0/29' }; // .2 … .6: five addresses
+        const first = await ipam.claimAny(pool, owner(1));
+        expect(await ipam.release('ext', first.address, 'uid-1')).toBe(true);
+        const next4 = [];
+        for (let i = 2; i <= 5; i++) next4.push((await ipam.claimAny(pool, owner(i))).address);
+        expect(next4).not.toContain(first.address);
+        expect((await ipam.claimAny(pool, owner(6))).address).toBe(first.address);
+      });
+
+      it('never hands out an address that became excluded after it was released', async () => {
+        const { ipam } = await fresh();
+        const pool: Pool = { ...v4, cidr: '10.0.0.0/29' };
+        const all = await fill(ipam, pool, 'a');
+        for (const a of all) await ipam.release(a.subnet, a.address, a.owner.uid);
+        const narrowed: Pool = { ...pool, exclude: ['10.0.0.2..10.0.0.3'] };
+        const again = await fill(ipam, narrowed, 'b');
+        expect(again.map((a) => a.address).sort()).toEqual(eligible(narrowed).sort());
+      });
+
+      it('keeps every handed-out address inside the subnet and off its reserved addresses (property)', async () => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.integer({ min: 27, max: 30 }),
+            fc.integer({ min: 0, max: 255 }),
+            fc.uniqueArray(fc.integer({ min: 0, max: 31 }), { maxLength: 6 }),
+            fc.boolean(),
+            async (prefix, gwOffset, excluded, asRange) => {
+              const size = 2 ** (32 - prefix);
+              const gw = `10.1.2.${gwOffset % size}`;
+              const exclude = excluded
+                .filter((x) => x < size)
+                .map((x, i) =>
+                  asRange && i === 0 ? `10.1.2.${x}..10.1.2.${Math.min(size - 1, x + 2)}` : `10.1.2.${x}`,
+                );
+              const pool: Pool = {
+                subnet: `p${prefix}`,
+                family: 4,
+                cidr: `10.1.2.0/${prefix}`,
+                gateway: gw,
+                exclude,
+              };
+              const { ipam } = await fresh();
+              const got = await fill(ipam, pool, 'p');
+              for (const a of got) expect(staticAddressProblem(pool, a.address), a.address).toBeUndefined();
+              expect(new Set(got.map((a) => a.address)).size).toBe(got.length);
+              expect(got.length).toBe(eligible(pool).length);
+            },
+          ),
+          { numRuns: 12 },
+        );
+      });
+    });
+
+    describe('release', () => {
+      it('frees an address only for the owner that holds it', async () => {
+        const { ipam } = await fresh();
+        await ipam.claimAddress(v4, '10.0.0.7', owner(1));
+        expect(await ipam.release('ext', '10.0.0.7', 'uid-2')).toBe(false);
+        await expect(ipam.claimAddress(v4, '10.0.0.7', owner(2))).rejects.toBeInstanceOf(
+          AddressConflictError,
+        );
+        expect(await ipam.release('ext', '10.0.0.7', 'uid-1')).toBe(true);
+        expect(await ipam.release('ext', '10.0.0.7', 'uid-1')).toBe(false);
+        expect(await ipam.findByOwner('uid-1')).toEqual([]);
+      });
+
+      it('lets a stale release change nothing once the address has been claimed by someone else', async () => {
+        const { ipam } = await fresh();
+        await ipam.claimAddress(v4, '10.0.0.7', owner(1));
+        expect(await ipam.release('ext', '10.0.0.7', 'uid-1')).toBe(true);
+        await ipam.claimAddress(v4, '10.0.0.7', owner(2));
+        // owner 1's delete handler runs again (a retry): it must not free owner 2's address
+        expect(await ipam.release('ext', '10.0.0.7', 'uid-1')).toBe(false);
+        expect(await ipam.releaseByOwner('uid-1')).toEqual([]);
+        expect((await ipam.findByOwner('uid-2')).map((a) => a.address)).toEqual(['10.0.0.7']);
+      });
+
+      it('releases every allocation of an owner, in every family, and nobody else’s', async () => {
+        const { ipam } = await fresh();
+        const a4 = await ipam.claimAny(v4, owner(1));
+        const a6 = await ipam.claimAny(v6, owner(1));
+        const other = await ipam.claimAny(v4, owner(2));
+        const released = await ipam.releaseByOwner('uid-1');
+        expect(released.map((a) => a.address).sort()).toEqual([a4.address, a6.address].sort());
+        expect(await ipam.findByOwner('uid-1')).toEqual([]);
+        expect(await ipam.findByOwner('uid-2')).toEqual([other]);
+        expect(await ipam.releaseByOwner('uid-1')).toEqual([]);
+      });
+
+      it('finds nothing for an owner that never claimed', async () => {
+        const { ipam } = await fresh();
+        expect(await ipam.findByOwner('nobody')).toEqual([]);
+        expect(await ipam.releaseByOwner('nobody')).toEqual([]);
+      });
+    });
+  });
+}
+
+export function describeLeasesContract(name: string, make: SubjectFactory): void {
+  describe(`Leases contract: ${name}`, () => {
+    const fresh = async () => {
+      const clock = new ManualClock();
+      return { clock, ...(await make(clock)) };
+    };
+
+    it('gives a free key to the first holder and refuses a second one, naming the holder and expiry', async () => {
+      const { leases, clock } = await fresh();
+      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 10_000);
+      expect(l).toEqual({ key: 'eip#a', holder: 'inv-1', expiresAt: clock.now() + 10_000 });
+      const e = await leases.acquire('eip#a', 'inv-2', clock.now() + 10_000).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(LeaseHeldError);
+      expect((e as LeaseHeldError).holder).toBe('inv-1');
+      expect((e as LeaseHeldError).expiresAt).toBe(clock.now() + 10_000);
+      expect((e as LeaseHeldError).retryable).toBe(true);
+      // other keys are independent
+      await leases.acquire('eip#b', 'inv-2', clock.now() + 10_000);
+    });
+
+    it('extends the expiry when the holder acquires again', async () => {
+      const { leases, clock } = await fresh();
+      await leases.acquire('eip#a', 'inv-1', clock.now() + 1_000);
+      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 5_000);
+      expect(l.expiresAt).toBe(clock.now() + 5_000);
+      clock.advance(2_000);
+      await expect(leases.acquire('eip#a', 'inv-2', clock.now() + 1_000)).rejects.toBeInstanceOf(
+        LeaseHeldError,
+      );
+    });
+
+    it('lets another holder take over only once the lease has expired', async () => {
+      const { leases, clock } = await fresh();
+      await leases.acquire('eip#a', 'inv-1', clock.now() + 1_000);
+      clock.advance(999);
+      await expect(leases.acquire('eip#a', 'inv-2', clock.now() + 1_000)).rejects.toBeInstanceOf(
+        LeaseHeldError,
+      );
+      clock.advance(1);
+      const l = await leases.acquire('eip#a', 'inv-2', clock.now() + 1_000);
+      expect(l.holder).toBe('inv-2');
+    });
+
+    it('ignores a release by a former holder whose lease was taken over', async () => {
+      const { leases, clock } = await fresh();
+      const old = await leases.acquire('eip#a', 'inv-1', clock.now() + 1_000);
+      clock.advance(1_500);
+      await leases.acquire('eip#a', 'inv-2', clock.now() + 10_000);
+      await leases.release(old);
+      await expect(leases.acquire('eip#a', 'inv-3', clock.now() + 1_000)).rejects.toMatchObject({
+        holder: 'inv-2',
+      });
+    });
+
+    it('frees the key at once when the holder releases it', async () => {
+      const { leases, clock } = await fresh();
+      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 60_000);
+      await leases.release(l);
+      await leases.release(l); // twice is harmless
+      expect((await leases.acquire('eip#a', 'inv-2', clock.now() + 1_000)).holder).toBe('inv-2');
+    });
+
+    it('refuses an expiry that is not in the future and cuts one beyond 15 minutes', async () => {
+      const { leases, clock } = await fresh();
+      await expect(leases.acquire('eip#a', 'inv-1', clock.now())).rejects.toBeInstanceOf(DeadlineError);
+      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 3_600_000);
+      expect(l.expiresAt).toBe(clock.now() + 15 * 60_000);
+    });
+  });
+}

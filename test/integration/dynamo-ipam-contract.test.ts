@@ -1,0 +1,19 @@
+import { afterAll, beforeAll } from 'vitest';
+import { describeIpamContract, describeLeasesContract, type ManualClock } from '../contract/ipam.js';
+import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+
+let fx: DynamoFixture;
+beforeAll(async () => {
+  fx = await startDynamoFixture();
+});
+afterAll(async () => {
+  await fx?.close();
+});
+
+const make = async (clock: ManualClock) => {
+  const { ipam, leases } = await fx.freshTable({ clock });
+  return { ipam, leases };
+};
+
+describeIpamContract('DynamoDB (dynalite)', make);
+describeLeasesContract('DynamoDB (dynalite)', make);

@@ -1,0 +1,11 @@
+import { MemoryIpam } from '../../shared/memory/ipam.js';
+import { MemoryLeases } from '../../shared/memory/leases.js';
+import { describeIpamContract, describeLeasesContract } from '../contract/ipam.js';
+
+const make = async (clock: { now(): number }) => ({
+  ipam: new MemoryIpam(),
+  leases: new MemoryLeases({ clock }),
+});
+
+describeIpamContract('in-memory', make);
+describeLeasesContract('in-memory', make);
