@@ -31,6 +31,12 @@ export interface Pool {
   cidr: string;
   gateway?: string;
   exclude: readonly string[];
+  /**
+   * The subnet's dedicated EIP range (annotation `eip-lambdas.io/eip-range`), when it has one: only these addresses
+   * (single addresses or `a..b` ranges) are handed out, and excludeIps do not apply inside them — kube-ovn's own
+   * IPAM is kept out of the range by listing it in excludeIps. See infra/adr (coexistence with kube-ovn's IPAM).
+   */
+  only?: readonly string[];
 }
 
 export interface Allocation {

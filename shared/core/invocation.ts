@@ -3,7 +3,7 @@
  * that deadline. Also the two mechanisms every operation shares: the per-EIP lease, and a metadata write that
  * re-reads and retries when it loses an optimistic-concurrency race.
  */
-import { ConflictError, DeadlineError } from '../domain/errors.js';
+import { ConflictError, DeadlineError, LeaseHeldError } from '../domain/errors.js';
 import type { IptablesEip } from '../domain/kube-ovn.js';
 import type { EipEvent } from '../events.js';
 import type { Deps, EipObjectChange, Logger } from '../ports.js';
@@ -26,7 +26,13 @@ export async function withLease<T>(inv: Invocation, deps: Deps, fn: () => Promis
   const now = deps.clock.now();
   const expiresAt = Math.min(inv.deadline, now + MAX_LEASE_MS);
   if (expiresAt <= now) throw new DeadlineError('no time left to take the lease');
-  const lease = await deps.leases.acquire(leaseKey(inv.event.object.name), deps.newId(), expiresAt);
+  let lease: Awaited<ReturnType<Deps['leases']['acquire']>>;
+  try {
+    lease = await deps.leases.acquire(leaseKey(inv.event.object.name), deps.newId(), expiresAt);
+  } catch (e) {
+    if (e instanceof LeaseHeldError) deps.metrics.count('LeaseContention');
+    throw e;
+  }
   try {
     return await fn();
   } finally {

@@ -14,6 +14,13 @@ import type { Subnet } from './kube-ovn.js';
 
 export type Family = 4 | 6;
 
+/**
+ * Annotation on a Subnet giving eip-lambdas a dedicated range (`a..b` or single addresses, comma-separated, either
+ * family). Only those addresses are handed out, so this product and kube-ovn's own IPAM never collide once the same
+ * range is also in the Subnet's excludeIps (which keeps kube-ovn out of it).
+ */
+export const EIP_RANGE_ANNOTATION = 'eip-lambdas.io/eip-range';
+
 export interface Range {
   /** Inclusive. */
   start: bigint;
@@ -73,22 +80,31 @@ export function hostCount(pool: Pick<Pool, 'cidr'>): bigint {
 }
 
 /**
- * The reserved ranges of a pool inside its host range (gateway and excludeIps of the pool's family),
- * sorted and merged. Entries of the other family are ignored, as kube-ovn does.
+ * The reserved ranges of a pool (gateway and excludeIps of the pool's family), sorted and merged. Entries of the
+ * other family are ignored, as kube-ovn does. Inside a dedicated EIP range excludeIps do not apply: they are how
+ * kube-ovn's own IPAM is kept out of that range.
  */
 export function reservedRanges(pool: Pool): Range[] {
+  const entries = [...(pool.only?.length ? [] : pool.exclude), ...(pool.gateway ? [pool.gateway] : [])];
+  return parseRanges(pool, entries, 'excludeIps');
+}
+
+/** Parses `a` / `a..b` entries of the pool's family into sorted, merged ranges (other families are ignored). */
+export function parseRanges(
+  pool: Pick<Pool, 'subnet' | 'family'>,
+  entries: readonly string[],
+  what: string,
+): Range[] {
   const ranges: Range[] = [];
-  const add = (text: string): void => {
+  for (const text of entries) {
     const [a, b] = text.includes('..') ? text.split('..') : [text, text];
     const pa = parseAddress((a ?? '').trim());
     const pb = parseAddress((b ?? '').trim());
-    if (!pa || !pb) throw new InvalidSpecError(`subnet ${pool.subnet}: invalid excludeIps entry "${text}"`);
-    if (pa.family !== pool.family || pb.family !== pool.family) return;
+    if (!pa || !pb) throw new InvalidSpecError(`subnet ${pool.subnet}: invalid ${what} entry "${text}"`);
+    if (pa.family !== pool.family || pb.family !== pool.family) continue;
     const [s, e] = pa.value <= pb.value ? [pa.value, pb.value] : [pb.value, pa.value];
     ranges.push({ start: s, end: e });
-  };
-  for (const x of pool.exclude) add(x);
-  if (pool.gateway) add(pool.gateway);
+  }
   ranges.sort((x, y) => (x.start < y.start ? -1 : x.start > y.start ? 1 : 0));
   const merged: Range[] = [];
   for (const r of ranges) {
@@ -101,22 +117,34 @@ export function reservedRanges(pool: Pool): Range[] {
 }
 
 /**
- * The allocatable ranges of a pool: the host range minus the reserved ranges, ascending. Its total size is
- * the pool's capacity; a /16 gives a handful of ranges, never a list of 65k addresses.
+ * The allocatable ranges of a pool: the host range (or the dedicated EIP range inside it) minus the reserved
+ * ranges, ascending. Its total size is the pool's capacity; a /16 gives a handful of ranges, never a list of 65k
+ * addresses.
  */
 export function allocatableRanges(pool: Pool): Range[] {
   const host = hostRange(pool);
   if (host.end < host.start) return [];
+  const bases = pool.only?.length
+    ? parseRanges(pool, pool.only, 'EIP range')
+        .map((r) => ({
+          start: r.start > host.start ? r.start : host.start,
+          end: r.end < host.end ? r.end : host.end,
+        }))
+        .filter((r) => r.start <= r.end)
+    : [host];
+  const reserved = reservedRanges(pool);
   const out: Range[] = [];
-  let cursor = host.start;
-  for (const r of reservedRanges(pool)) {
-    if (r.end < cursor) continue;
-    if (r.start > host.end) break;
-    if (r.start > cursor) out.push({ start: cursor, end: r.start - 1n });
-    cursor = r.end + 1n;
-    if (cursor > host.end) break;
+  for (const base of bases) {
+    let cursor = base.start;
+    for (const r of reserved) {
+      if (r.end < cursor) continue;
+      if (r.start > base.end) break;
+      if (r.start > cursor) out.push({ start: cursor, end: r.start - 1n });
+      cursor = r.end + 1n;
+      if (cursor > base.end) break;
+    }
+    if (cursor <= base.end) out.push({ start: cursor, end: base.end });
   }
-  if (cursor <= host.end) out.push({ start: cursor, end: host.end });
   return out;
 }
 
@@ -136,6 +164,11 @@ export function staticAddressProblem(pool: Pool, address: string): string | unde
   if (p.value === b.end) return `${address} is the broadcast address of subnet ${pool.subnet}`;
   if (pool.gateway && parseAddress(pool.gateway)?.value === p.value)
     return `${address} is the gateway of subnet ${pool.subnet}`;
+  if (
+    pool.only?.length &&
+    !parseRanges(pool, pool.only, 'EIP range').some((r) => p.value >= r.start && p.value <= r.end)
+  )
+    return `${address} is outside the dedicated EIP range of subnet ${pool.subnet} (${pool.only.join(', ')})`;
   for (const r of reservedRanges(pool)) {
     if (p.value >= r.start && p.value <= r.end)
       return `${address} is excluded in subnet ${pool.subnet} (excludeIps)`;
@@ -155,13 +188,27 @@ export function assertClaimable(pool: Pool, address: string): void {
  * (what kube-ovn's subnet controller writes back).
  * @throws InvalidSpecError for a malformed cidrBlock or gateway
  */
-export function poolsOf(subnet: Pick<Subnet, 'metadata' | 'spec'>): Pool[] {
+export function poolsOf(subnet: {
+  metadata: Pick<Subnet['metadata'], 'name' | 'annotations'>;
+  spec: Subnet['spec'];
+}): Pool[] {
   const name = subnet.metadata.name;
   const gateways = (subnet.spec.gateway ?? '')
     .split(',')
     .map((g) => g.trim())
     .filter(Boolean);
   const exclude = subnet.spec.excludeIps ?? [];
+  const only = (subnet.metadata.annotations?.[EIP_RANGE_ANNOTATION] ?? '')
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
+  for (const r of only) {
+    const ends = r.split('..').map((x) => parseAddress(x.trim()));
+    if (ends.length > 2 || ends.some((e) => !e) || ends[0]?.family !== ends.at(-1)?.family)
+      throw new InvalidSpecError(
+        `subnet ${name}: annotation ${EIP_RANGE_ANNOTATION} has an invalid entry "${r}"`,
+      );
+  }
   const pools: Pool[] = [];
   for (const cidr of subnet.spec.cidrBlock
     .split(',')
@@ -184,7 +231,15 @@ export function poolsOf(subnet: Pick<Subnet, 'metadata' | 'spec'>): Pool[] {
     const g = parseAddress(gateway)!.value;
     if (g < bounds.start || g > bounds.end)
       throw new InvalidSpecError(`subnet ${name}: gateway ${gateway} is not inside ${cidrText}`);
-    pools.push({ subnet: name, family, cidr: cidrText, gateway, exclude });
+    const mine = only.filter((r) => parseAddress(r.split('..')[0]!.trim())?.family === family);
+    pools.push({
+      subnet: name,
+      family,
+      cidr: cidrText,
+      gateway,
+      exclude,
+      ...(mine.length > 0 && { only: mine }),
+    });
   }
   if (pools.length === 0) throw new InvalidSpecError(`subnet ${name} has no cidrBlock`);
   return pools;

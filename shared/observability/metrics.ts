@@ -17,6 +17,7 @@ export const METRIC_NAMES = {
   ExecDuration: 'Milliseconds',
   HandlerDuration: 'Milliseconds',
   Outcomes: 'Count',
+  LeaseContention: 'Count',
 } as const;
 export type MetricName = keyof typeof METRIC_NAMES;
 

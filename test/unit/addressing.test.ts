@@ -82,3 +82,34 @@ describe('staticAddressProblem', () => {
     expect(withPrefix(pool, '10.0.0.7')).toBe('10.0.0.7/24');
   });
 });
+
+describe('a dedicated EIP range (coexistence with kube-ovn IPAM)', () => {
+  const sub = {
+    metadata: {
+      name: 'ext',
+      annotations: { 'eip-lambdas.io/eip-range': '10.0.0.100..10.0.0.103,fd00::10..fd00::11' },
+    },
+    spec: { cidrBlock: '10.0.0.0/24,fd00::/120', excludeIps: ['10.0.0.100..10.0.0.199', '10.0.0.5'] },
+  };
+  it('hands out only the range, ignoring the excludeIps entry that keeps kube-ovn out of it', () => {
+    const [v4, v6] = poolsOf(sub);
+    expect(v4?.only).toEqual(['10.0.0.100..10.0.0.103']);
+    expect(allocatableRanges(v4!).map((r) => [formatAddress(4, r.start), formatAddress(4, r.end)])).toEqual([
+      ['10.0.0.100', '10.0.0.103'],
+    ]);
+    expect(capacity(v6!)).toBe(2n);
+  });
+  it('refuses a static address outside the range, even an ordinary one', () => {
+    const [v4] = poolsOf(sub);
+    expect(staticAddressProblem(v4!, '10.0.0.50')).toMatch(/outside the dedicated EIP range/);
+    expect(staticAddressProblem(v4!, '10.0.0.101')).toBeUndefined();
+  });
+  it('rejects a malformed annotation', () => {
+    expect(() =>
+      poolsOf({
+        ...sub,
+        metadata: { name: 'ext', annotations: { 'eip-lambdas.io/eip-range': 'ten..eleven' } },
+      }),
+    ).toThrow(/invalid entry "ten..eleven"/);
+  });
+});
