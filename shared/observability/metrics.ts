@@ -18,6 +18,16 @@ export const METRIC_NAMES = {
   HandlerDuration: 'Milliseconds',
   Outcomes: 'Count',
   LeaseContention: 'Count',
+  // Emitted by the DynamoDB IPAM adapter (shared/adapters/dynamo).
+  IpamAllocations: 'Count',
+  IpamAllocationRetries: 'Count',
+  IpamConflicts: 'Count',
+  IpamExhausted: 'Count',
+  IpamReleases: 'Count',
+  IpamStoreRetries: 'Count',
+  IpamSubnetUtilisation: 'Percent',
+  IpamGcOrphans: 'Count',
+  IpamGcReleased: 'Count',
 } as const;
 export type MetricName = keyof typeof METRIC_NAMES;
 

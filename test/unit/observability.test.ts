@@ -1,0 +1,89 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { jsonLogger } from '../../shared/observability/log.js';
+import { EmfMetrics, METRIC_NAMES, METRICS_NAMESPACE } from '../../shared/observability/metrics.js';
+
+const root = join(import.meta.dirname, '../..');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    return statSync(p).isDirectory() ? sources(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+describe('metrics', () => {
+  it('the catalogue lists exactly the metric names the code emits', () => {
+    const emitted = new Set<string>();
+    for (const file of [...sources(join(root, 'shared')), ...sources(join(root, 'functions'))]) {
+      for (const m of readFileSync(file, 'utf8').matchAll(/metrics\??\.(?:count|timing)\(\s*'([A-Za-z]+)'/g))
+        emitted.add(m[1]!);
+    }
+    expect([...emitted].sort()).toEqual(Object.keys(METRIC_NAMES).sort());
+  });
+
+  it('the dashboard plots exactly the catalogue, in the namespace the code writes to', () => {
+    const sls = readFileSync(join(root, 'serverless.yml'), 'utf8');
+    expect(sls).toContain('${file(infra/dashboard.yml):body}');
+    const body = JSON.parse(parse(readFileSync(join(root, 'infra/dashboard.yml'), 'utf8')).body) as {
+      widgets: { properties: { metrics: { expression: string }[][] } }[];
+    };
+    const plotted = new Set<string>();
+    for (const w of body.widgets)
+      for (const [m] of w.properties.metrics) {
+        const match = /SEARCH\('\{([A-Za-z]+),[^}]*\} MetricName="([A-Za-z]+)"'/.exec(m!.expression);
+        expect(match, m!.expression).not.toBeNull();
+        expect(match![1]).toBe(METRICS_NAMESPACE);
+        plotted.add(match![2]!);
+      }
+    expect([...plotted].sort()).toEqual(Object.keys(METRIC_NAMES).sort());
+  });
+
+  it('writes CloudWatch embedded metric format with the unit from the catalogue', () => {
+    const lines: string[] = [];
+    new EmfMetrics(
+      'eip-lambdas-dev-add',
+      (l) => lines.push(l),
+      () => 1_700_000_000_000,
+    ).timing('ExecDuration', 42, { op: 'eip-add' });
+    expect(JSON.parse(lines[0]!)).toEqual({
+      _aws: {
+        Timestamp: 1_700_000_000_000,
+        CloudWatchMetrics: [
+          {
+            Namespace: 'EipLambdas',
+            Dimensions: [['service', 'op']],
+            Metrics: [{ Name: 'ExecDuration', Unit: 'Milliseconds' }],
+          },
+        ],
+      },
+      service: 'eip-lambdas-dev-add',
+      op: 'eip-add',
+      ExecDuration: 42,
+    });
+  });
+});
+
+describe('logs', () => {
+  it('are one JSON object per line, carrying the child logger fields, filtered by level', () => {
+    const lines: string[] = [];
+    const log = jsonLogger({ level: 'info', write: (l) => lines.push(l), now: () => 0 }).child({
+      eventId: 'e1',
+      eip: 'a',
+    });
+    log.debug('hidden');
+    log.info('outcome', { status: 'applied' });
+    expect(lines.map((l) => JSON.parse(l))).toEqual([
+      {
+        time: '1970-01-01T00:00:00.000Z',
+        level: 'info',
+        message: 'outcome',
+        eventId: 'e1',
+        eip: 'a',
+        status: 'applied',
+      },
+    ]);
+  });
+});
