@@ -224,6 +224,11 @@ export class Objects {
   }
 
   private checkTypeMeta(def: ResourceDef, body: JsonObject): void {
+    // Built-in kinds decode with the endpoint's kind as default; CRs (unstructured) must name theirs.
+    if (!def.custom) {
+      if (body.kind === undefined || body.kind === '') body.kind = def.kind;
+      if (body.apiVersion === undefined || body.apiVersion === '') body.apiVersion = apiVersionOf(def);
+    }
     const kind = body.kind;
     const apiVersion = body.apiVersion;
     if (kind === undefined || kind === '') {
@@ -277,8 +282,8 @@ export class Objects {
 
   create(def: ResourceDef, namespace: string | undefined, body: unknown, ctx: WriteContext): WriteOutcome {
     if (!isObject(body)) throw badRequest('the body of the request must be a JSON object');
-    this.checkTypeMeta(def, body);
     let obj = clone(body);
+    this.checkTypeMeta(def, obj);
     this.checkNamespace(def, obj, namespace);
     const m = meta(obj);
     if (
@@ -343,8 +348,8 @@ export class Objects {
     ctx: WriteContext,
   ): WriteOutcome {
     if (!isObject(body)) throw badRequest('the body of the request must be a JSON object');
-    this.checkTypeMeta(def, body);
     const obj = clone(body);
+    this.checkTypeMeta(def, obj);
     const m = meta(obj);
     if (m.name !== name) {
       throw badRequest(
