@@ -1,0 +1,232 @@
+/**
+ * The routing table (reference spec §3 with DESIGN §3's fixes): from one watched change to the handler events it
+ * causes. Pure — the same change and the same EIP cache always give the same events, ids included — so it is
+ * table-tested from recorded watch streams (events/watch/). The bridge supplies `old` from its own last-seen copy
+ * of each object, because the informer hands over only the new state.
+ *
+ * Handlers are level-triggered and re-read everything; an event only says "look at this EIP now". So the table
+ * routes a change when a handler has something to do about it, and routes nothing for changes that only echo a
+ * handler's own writes (status, labels, finalizers).
+ */
+import { type EipEvent, eventId, type HandlerName, type Reason } from '../events.js';
+import {
+  fanOutId,
+  field,
+  gatewayContainer,
+  gatewayOfPod,
+  isGatewayUp,
+  isTerminating,
+  type KubeObject,
+  nameOf,
+  rvOf,
+  sameJson,
+  snapshotOf,
+  timeOf,
+  uidOf,
+  type WatchedKind,
+} from './objects.js';
+
+export type WatchType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+/** One change as the bridge sees it: the watch verb, the new object (for DELETED: the last state), the previous one. */
+export interface Change {
+  kind: WatchedKind;
+  type: WatchType;
+  object: KubeObject;
+  /** The bridge's last-seen copy before this change (absent for a first sighting). */
+  old?: KubeObject;
+  /**
+   * True while the informer delivers its very first list at bridge start. Rule and gateway-pod sightings from it
+   * route nothing: every EIP gets an `add` from the same start-up list, and add converges status.nat and the redo
+   * token itself (ADR 0008).
+   */
+  initial?: boolean;
+}
+
+/** Routes one change. `eips` is the bridge's cache of IptablesEIPs, used to fan a gateway or QoS change out. */
+export function route(change: Change, eips: Iterable<KubeObject> = []): EipEvent[] {
+  switch (change.kind) {
+    case 'IptablesEIP':
+      return routeEip(change);
+    case 'IptablesFIPRule':
+    case 'IptablesDnatRule':
+    case 'IptablesSnatRule':
+      return change.initial ? [] : routeNatRule(change);
+    case 'Pod':
+      return change.initial ? [] : routeGatewayPod(change, eips);
+    case 'QoSPolicy':
+      return routeQosPolicy(change, eips);
+  }
+}
+
+function eipEvent(
+  eip: KubeObject,
+  handler: HandlerName,
+  reason: Reason,
+  extra: Partial<EipEvent> = {},
+): EipEvent {
+  const uid = uidOf(eip);
+  const rv = rvOf(eip);
+  return {
+    version: 1,
+    id: eventId(uid, rv, reason),
+    handler,
+    reason,
+    object: {
+      kind: 'IptablesEIP',
+      name: nameOf(eip),
+      ...(uid && { uid }),
+      ...(rv && { resourceVersion: rv }),
+    },
+    ...extra,
+  };
+}
+
+// ------------------------------------------------------------------------------------------- IptablesEIP
+
+/** ADDED → add (a terminating object → update, D14); MODIFIED → update for the changes in the table; DELETED → delete. */
+export function routeEip(change: Pick<Change, 'type' | 'object' | 'old'>): EipEvent[] {
+  const { type, object: eip, old } = change;
+  if (!nameOf(eip)) return [];
+  if (type === 'DELETED') return [deleted(eip)];
+  if (type === 'ADDED' || !old) return [added(eip)];
+  // Same name, another object: it was deleted and re-created while the watch was away (a relist shows it as a
+  // change). The old one is gone, the new one is new.
+  if (uidOf(old) !== uidOf(eip)) return [deleted(old), added(eip)];
+  const reason = modifiedReason(old, eip);
+  return reason ? [eipEvent(eip, 'update', reason)] : [];
+}
+
+function added(eip: KubeObject): EipEvent {
+  return isTerminating(eip) ? eipEvent(eip, 'update', 'deletion-requested') : eipEvent(eip, 'add', 'added');
+}
+
+function deleted(eip: KubeObject): EipEvent {
+  return eipEvent(eip, 'delete', 'deleted', { old: snapshotOf(eip) });
+}
+
+/** Why a MODIFIED EIP needs the update handler, or undefined (status-, label- and finalizer-only changes). */
+export function modifiedReason(old: KubeObject, eip: KubeObject): Reason | undefined {
+  if (isTerminating(eip)) return 'deletion-requested';
+  // A redo request the kube-ovn way sets ready=false with a new token. Our handlers write a new token together
+  // with ready=true; routing that echo back would only cost an invocation.
+  if (field(old, 'status', 'redo') !== field(eip, 'status', 'redo') && eip.status?.ready !== true)
+    return 'redo-changed';
+  if (field(old, 'spec', 'qosPolicy') !== field(eip, 'spec', 'qosPolicy')) return 'qos-changed';
+  if (specChanged(old, eip)) return 'spec-changed';
+  return undefined;
+}
+
+/**
+ * A change of v4ip, natGwDp or externalSubnet (D13: refused on an EIP with an address, and the refusal must be
+ * visible; before provisioning it can fix a rejected spec). One change is excluded: the add handler's own write
+ * that records the allocated address, which sets v4ip and macAddress from empty in the same write before
+ * status.ip exists — routing it would only echo the handler back to itself.
+ */
+function specChanged(old: KubeObject, eip: KubeObject): boolean {
+  const changed = (k: string) => field(old, 'spec', k) !== field(eip, 'spec', k);
+  if (changed('natGwDp') || changed('externalSubnet')) return true;
+  if (!changed('v4ip')) return false;
+  const ownWrite =
+    field(old, 'spec', 'v4ip') === '' &&
+    field(old, 'spec', 'macAddress') === '' &&
+    field(eip, 'spec', 'macAddress') !== '' &&
+    field(eip, 'status', 'ip') === '';
+  return !ownWrite;
+}
+
+// ------------------------------------------------------------------------------------------- NAT rules
+
+/**
+ * A FIP/DNAT/SNAT rule added, deleted, moved to another EIP, or newly terminating → reset every EIP involved (it
+ * recomputes status.nat, and continues a deletion that waits for the rule). The rule knows only the EIP's name.
+ */
+export function routeNatRule(change: Pick<Change, 'type' | 'object' | 'old'>): EipEvent[] {
+  const { type, object: rule, old } = change;
+  const eipOf = (o: KubeObject) => field(o, 'spec', 'eip');
+  let targets: string[] = [];
+  if (type !== 'MODIFIED' || !old) targets = [eipOf(rule)];
+  else if (uidOf(old) !== uidOf(rule))
+    targets = [eipOf(old), eipOf(rule)]; // re-created while unwatched
+  else if (eipOf(old) !== eipOf(rule)) targets = [eipOf(old), eipOf(rule)];
+  else if (isTerminating(rule) && !isTerminating(old)) targets = [eipOf(rule)];
+  const base = eventId(uidOf(rule), rvOf(rule), 'nat-rule-changed');
+  return [...new Set(targets.filter((t) => t !== ''))].map((name) => ({
+    version: 1 as const,
+    id: fanOutId(base, name),
+    handler: 'reset' as const,
+    reason: 'nat-rule-changed' as const,
+    object: { kind: 'IptablesEIP' as const, name },
+  }));
+}
+
+// ------------------------------------------------------------------------------------------- gateway pods
+
+/**
+ * True when this change brings the gateway (back) into service: the pod is Running with its vpc-nat-gw container
+ * ready, and it is a new pod, was not up before, or its container restarted (restartCount up, or a new start time).
+ */
+export function gatewayCameUp(change: Pick<Change, 'type' | 'object' | 'old'>): boolean {
+  const { type, object: pod, old } = change;
+  if (type === 'DELETED' || !isGatewayUp(pod)) return false;
+  if (type === 'ADDED' || !old || uidOf(old) !== uidOf(pod) || !isGatewayUp(old)) return true;
+  const now = gatewayContainer(pod);
+  const before = gatewayContainer(old);
+  if ((now?.restartCount ?? 0) > (before?.restartCount ?? 0)) return true;
+  return timeOf(now?.state?.running?.startedAt) !== timeOf(before?.state?.running?.startedAt);
+}
+
+/**
+ * A gateway pod that came up → for each EIP on that gateway: update (gateway-restarted: the handler compares the
+ * pod's redo token and re-adds the address) if it has an address, else add (gateway-ready: an add that may have
+ * given up while the gateway was away). Terminating EIPs without an address have nothing to wait for.
+ */
+export function routeGatewayPod(
+  change: Pick<Change, 'type' | 'object' | 'old'>,
+  eips: Iterable<KubeObject>,
+): EipEvent[] {
+  const gateway = gatewayOfPod(change.object);
+  if (!gateway || !gatewayCameUp(change)) return [];
+  const pod = change.object;
+  const out: EipEvent[] = [];
+  for (const eip of eips) {
+    if (field(eip, 'spec', 'natGwDp') !== gateway) continue;
+    const restarted = field(eip, 'status', 'ip') !== '';
+    if (!restarted && isTerminating(eip)) continue;
+    const reason: Reason = restarted ? 'gateway-restarted' : 'gateway-ready';
+    const e = eipEvent(eip, restarted ? 'update' : 'add', reason, { gateway });
+    e.id = fanOutId(eventId(uidOf(pod), rvOf(pod), reason), nameOf(eip));
+    out.push(e);
+  }
+  return out.sort((a, b) => (a.object.name < b.object.name ? -1 : 1));
+}
+
+// ------------------------------------------------------------------------------------------- QoS policies
+
+/** What the EIP path reads of a QoS policy: its status (the QoS controller copies spec there). */
+export function qosPolicyChanged(change: Pick<Change, 'type' | 'object' | 'old'>): boolean {
+  const { type, object: qos, old } = change;
+  if (type === 'DELETED') return false;
+  if (type === 'ADDED' || !old || uidOf(old) !== uidOf(qos)) return true;
+  return ['bandwidthLimitRules', 'shared', 'bindingType'].some(
+    (k) => !sameJson(old.status?.[k], qos.status?.[k]),
+  );
+}
+
+/** A QoS policy added, or its rules/shared/bindingType status changed → update every EIP whose spec names it. */
+export function routeQosPolicy(
+  change: Pick<Change, 'type' | 'object' | 'old'>,
+  eips: Iterable<KubeObject>,
+): EipEvent[] {
+  const policy = nameOf(change.object);
+  if (!policy || !qosPolicyChanged(change)) return [];
+  const base = eventId(uidOf(change.object), rvOf(change.object), 'qos-policy-changed');
+  const out: EipEvent[] = [];
+  for (const eip of eips) {
+    if (field(eip, 'spec', 'qosPolicy') !== policy) continue;
+    const e = eipEvent(eip, 'update', 'qos-policy-changed');
+    e.id = fanOutId(base, nameOf(eip));
+    out.push(e);
+  }
+  return out.sort((a, b) => (a.object.name < b.object.name ? -1 : 1));
+}
