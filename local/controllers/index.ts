@@ -1,0 +1,39 @@
+/**
+ * The two kube-ovn duties the local stack stands in for (DESIGN §5), run against any Kubernetes API through
+ * client-node informers, like real controllers: the gateway pod of each VpcNatGateway, and QoSPolicy status.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { startGatewayStandIn } from './gateway.js';
+import { startQosStandIn } from './qos.js';
+
+export interface StandInsOptions {
+  kubeConfig: KubeConfig;
+  /** Where the gateway pods live (kube-ovn's controller namespace). */
+  namespace?: string;
+  /** The cluster's service CIDR, passed to the gateway's init container. */
+  serviceCidr?: string;
+  log?: (line: string) => void;
+}
+
+export interface StandIns {
+  stop(): Promise<void>;
+}
+
+/** Starts both stand-ins; resolves once their informers have listed (so the world they see is current). */
+export async function startStandIns(options: StandInsOptions): Promise<StandIns> {
+  const log = options.log ?? (() => {});
+  const [gateways, qos] = await Promise.all([
+    startGatewayStandIn({
+      kubeConfig: options.kubeConfig,
+      namespace: options.namespace ?? 'kube-system',
+      serviceCidr: options.serviceCidr ?? '10.96.0.0/12',
+      log,
+    }),
+    startQosStandIn({ kubeConfig: options.kubeConfig, log }),
+  ]);
+  return {
+    async stop() {
+      await Promise.all([gateways.stop(), qos.stop()]);
+    },
+  };
+}

@@ -1,0 +1,195 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type StandIns, startStandIns } from '../../local/controllers/index.js';
+import { Plural } from '../../shared/domain/kube-ovn.js';
+import {
+  createCustom,
+  createGateway,
+  createSubnets,
+  EXTERNAL,
+  eventually,
+  g,
+  gatewayPod,
+  startWorld,
+  type World,
+} from './k8s-fixtures.js';
+
+let w: World;
+let standIns: StandIns;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  w = await startWorld();
+  standIns = await startStandIns({ kubeConfig: w.kc, log: (l) => logs.push(l) });
+  await createSubnets(w);
+});
+
+afterAll(async () => {
+  await standIns?.stop();
+  await w?.close();
+});
+
+const NS = 'kube-system';
+
+describe('gateway stand-in', () => {
+  it("creates the gateway pod as kube-ovn's StatefulSet template does, and the local API initialises it", async () => {
+    await createGateway(w, 'gwa');
+    const pod = await eventually(() => gatewayPod(w, 'gwa'));
+    expect(pod.metadata?.labels).toMatchObject({
+      app: 'vpc-nat-gw-gwa',
+      'ovn.kubernetes.io/vpc-nat-gw': 'true',
+    });
+    expect(pod.metadata?.annotations).toMatchObject({
+      'ovn.kubernetes.io/vpc_nat_gw': 'gwa',
+      'k8s.v1.cni.cncf.io/networks': `${NS}/${EXTERNAL}`,
+      'ovn.kubernetes.io/logical_switch': 'vpc1-subnet',
+      'ovn.kubernetes.io/ip_address': '10.0.1.254',
+      [`${EXTERNAL}.${NS}.kubernetes.io/cidr`]: '172.18.0.0/16',
+    });
+    expect(pod.spec?.initContainers?.map((c) => [c.name, c.command])).toEqual([
+      ['vpc-nat-gw-init', ['bash', '/kube-ovn/nat-gateway.sh', 'init', '10.96.0.0/12,10.0.1.1']],
+    ]);
+    expect(pod.spec?.containers.map((c) => [c.name, c.securityContext?.privileged])).toEqual([
+      ['vpc-nat-gw', true],
+    ]);
+    const sim = await eventually(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0'));
+    await eventually(() => sim.initialised);
+    expect(sim.routes()).toContain('10.96.0.0/12 via 10.0.1.1 dev eth0');
+  });
+
+  it('gives each gateway pod the highest free non-excluded address of the external subnet as its net1', async () => {
+    await createGateway(w, 'gwb');
+    await createGateway(w, 'gwc');
+    const addrs = await eventually(async () => {
+      const pods = await Promise.all(['gwa', 'gwb', 'gwc'].map((n) => gatewayPod(w, n)));
+      const a = pods.map((p) => p?.metadata?.annotations?.[`${EXTERNAL}.${NS}.kubernetes.io/ip_address`]);
+      return a.every(Boolean) ? a : undefined;
+    });
+    // 172.18.255.248-255 are excluded; .247 downwards are handed out, one per pod.
+    expect(new Set(addrs)).toEqual(new Set(['172.18.255.247', '172.18.255.246', '172.18.255.245']));
+    const sim = await eventually(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwb-0'));
+    expect(sim.net1Addresses()).toHaveLength(1);
+    expect(addrs).toContain(sim.net1Addresses()[0]?.replace('/16', ''));
+  });
+
+  it('replaces a deleted gateway pod with a new one (new uid, fresh gateway state), as a StatefulSet would', async () => {
+    const before = await eventually(() => gatewayPod(w, 'gwa'));
+    const oldSim = await eventually(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0'));
+    await eventually(() => oldSim.initialised);
+    expect(
+      oldSim.exec(['bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '172.18.0.10/16,172.18.0.1']).exitCode,
+    ).toBe(0);
+    await w.core.deleteNamespacedPod({ name: 'vpc-nat-gw-gwa-0', namespace: NS });
+    const after = await eventually(async () => {
+      const p = await gatewayPod(w, 'gwa');
+      return p && p.metadata?.uid !== before.metadata?.uid ? p : undefined;
+    });
+    expect(after.metadata?.name).toBe('vpc-nat-gw-gwa-0');
+    const sim = await eventually(() => {
+      const s = w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0');
+      return s !== oldSim && s?.initialised ? s : undefined;
+    });
+    expect(sim.net1Addresses()).not.toContain('172.18.0.10/16');
+  });
+
+  it('deletes the pod when its VpcNatGateway is deleted', async () => {
+    await createGateway(w, 'gwd');
+    await eventually(() => gatewayPod(w, 'gwd'));
+    await w.custom.deleteClusterCustomObject({ ...g, plural: Plural.gateway, name: 'gwd' });
+    await eventually(async () => (await gatewayPod(w, 'gwd')) === undefined);
+  });
+
+  it('uses spec.externalSubnets[0] as the external network, and waits for that subnet to exist', async () => {
+    await createGateway(w, 'gwe', { externalSubnets: ['ext2'] });
+    await new Promise((r) => setTimeout(r, 150));
+    expect(await gatewayPod(w, 'gwe')).toBeUndefined();
+    expect(logs.some((l) => l.includes('waiting for external subnet ext2'))).toBe(true);
+    await createCustom(w, Plural.subnet, 'Subnet', 'ext2', {
+      cidrBlock: '192.168.100.0/24',
+      gateway: '192.168.100.1',
+    });
+    const pod = await eventually(() => gatewayPod(w, 'gwe'));
+    expect(pod.metadata?.annotations).toMatchObject({
+      'k8s.v1.cni.cncf.io/networks': `${NS}/ext2`,
+      [`ext2.${NS}.kubernetes.io/ip_address`]: '192.168.100.254',
+      [`ext2.${NS}.kubernetes.io/cidr`]: '192.168.100.0/24',
+    });
+  });
+
+  it("rolls the pod when the gateway's LAN address changes", async () => {
+    await createGateway(w, 'gwf');
+    const first = await eventually(() => gatewayPod(w, 'gwf'));
+    await w.custom.patchClusterCustomObject({
+      ...g,
+      plural: Plural.gateway,
+      name: 'gwf',
+      body: [{ op: 'replace', path: '/spec/lanIp', value: '10.0.1.253' }],
+    });
+    const next = await eventually(async () => {
+      const p = await gatewayPod(w, 'gwf');
+      return p && p.metadata?.uid !== first.metadata?.uid ? p : undefined;
+    });
+    expect(next.metadata?.annotations?.['ovn.kubernetes.io/ip_address']).toBe('10.0.1.253');
+  });
+
+  it('keeps working after its watches are dropped and the watch history is compacted', async () => {
+    await createGateway(w, 'gwg');
+    const first = await eventually(() => gatewayPod(w, 'gwg'));
+    w.api.faults.compact();
+    w.api.faults.dropWatches();
+    await w.core.deleteNamespacedPod({ name: 'vpc-nat-gw-gwg-0', namespace: NS });
+    await eventually(async () => {
+      const p = await gatewayPod(w, 'gwg');
+      return p && p.metadata?.uid !== first.metadata?.uid;
+    });
+  });
+});
+
+describe('QoS stand-in', () => {
+  const status = async (name: string): Promise<Record<string, unknown> | undefined> =>
+    (
+      (await w.custom.getClusterCustomObject({ ...g, plural: Plural.qos, name })) as {
+        status?: Record<string, unknown>;
+      }
+    ).status;
+
+  it('copies the spec into the status with the rules sorted by name', async () => {
+    const rules = [
+      { name: 'zeta', direction: 'egress', rateMax: '10', burstMax: '10', priority: 1 },
+      { name: 'alpha', direction: 'ingress', rateMax: '5.5', burstMax: '5', priority: 2 },
+    ];
+    await createCustom(w, Plural.qos, 'QoSPolicy', 'q-sorted', {
+      shared: true,
+      bindingType: 'EIP',
+      bandwidthLimitRules: rules,
+    });
+    const s = await eventually(() => status('q-sorted'));
+    expect(s).toEqual({ shared: true, bindingType: 'EIP', bandwidthLimitRules: [rules[1], rules[0]] });
+  });
+
+  it('follows a change to the rules', async () => {
+    await createCustom(w, Plural.qos, 'QoSPolicy', 'q-change', {
+      shared: false,
+      bindingType: 'EIP',
+      bandwidthLimitRules: [{ name: 'r1', direction: 'ingress', rateMax: '1', burstMax: '1', priority: 1 }],
+    });
+    await eventually(() => status('q-change'));
+    await w.custom.patchClusterCustomObject({
+      ...g,
+      plural: Plural.qos,
+      name: 'q-change',
+      body: [{ op: 'replace', path: '/spec/bandwidthLimitRules/0/rateMax', value: '7' }],
+    });
+    await eventually(async () => {
+      const rules = (await status('q-change'))?.bandwidthLimitRules as Array<{ rateMax: string }>;
+      return rules[0]?.rateMax === '7';
+    });
+  });
+
+  it('refuses an unshared policy with the NATGW binding type, as kube-ovn does', async () => {
+    await createCustom(w, Plural.qos, 'QoSPolicy', 'q-natgw', { shared: false, bindingType: 'NATGW' });
+    await createCustom(w, Plural.qos, 'QoSPolicy', 'q-after', { shared: true, bindingType: 'EIP' });
+    await eventually(() => status('q-after'));
+    expect(await status('q-natgw')).toBeUndefined();
+    expect(logs.some((l) => l.includes('q-natgw'))).toBe(true);
+  });
+});
