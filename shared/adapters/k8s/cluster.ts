@@ -1,0 +1,410 @@
+/**
+ * The Cluster port on @kubernetes/client-node 1.4: kube-ovn's custom resources through CustomObjectsApi, the
+ * gateway pods, ConfigMaps and Events through CoreV1Api. Every library error is translated here (errors.ts).
+ *
+ * Writes, and why they look the way they do:
+ * - status: a JSON merge patch on /status carrying only the fields given (D18). client-node 1.4 sends
+ *   json-patch by default, so the content type is set explicitly.
+ * - spec, labels, finalizers: one JSON patch whose first op tests /metadata/resourceVersion, so a write based on
+ *   a stale read fails as a whole (ConflictError) instead of overwriting someone else's change. The ops are
+ *   built against the object at exactly that resourceVersion — the copy this adapter last read, or a fresh GET —
+ *   because JSON patch needs to know what exists (`add /metadata/labels` when there are none, `remove` only for
+ *   a key that is there).
+ */
+import {
+  CoreV1Api,
+  type CoreV1Event,
+  CustomObjectsApi,
+  type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1ConfigMap,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { ConflictError, GatewayNotReadyError } from '../../domain/errors.js';
+import {
+  API_VERSION,
+  GATEWAY_CONTAINER,
+  type GatewayPod,
+  GROUP,
+  type IptablesEip,
+  Label,
+  NatGwConfigMap,
+  type NatRule,
+  type NatRuleKind,
+  Plural,
+  type QoSPolicy,
+  type Subnet,
+  VERSION,
+  type VpcNatGateway,
+} from '../../domain/kube-ovn.js';
+import type {
+  Cluster,
+  EipObjectChange,
+  EipStatusChange,
+  KubeEvent,
+  Logger,
+  NatGwFeature,
+  NatRuleRef,
+} from '../../ports.js';
+import { conflict, isPreconditionFailure, statusOf, translate } from './errors.js';
+
+export interface K8sClusterOptions {
+  kubeConfig: KubeConfig;
+  /** Where the gateway pods and the nat-gw ConfigMaps live (kube-ovn's controller namespace). */
+  namespace?: string;
+  /** Where Events about the cluster-scoped EIPs go (kubectl describe looks in `default`). */
+  eventNamespace?: string;
+  /** For failures that are swallowed on purpose (Events are best effort). */
+  log?: Pick<Logger, 'warn'>;
+}
+
+/** Event source, and the reportingComponent of every Event this product writes. */
+export const REPORTING_COMPONENT = 'eip-lambdas';
+
+type JsonPatchOp =
+  | { op: 'test' | 'add' | 'replace'; path: string; value: unknown }
+  | { op: 'remove'; path: string };
+
+/** RFC 6901: `~` → `~0`, `/` → `~1` (label keys like `ovn.kubernetes.io/qos`). */
+export function pointerToken(key: string): string {
+  return key.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+/** A valid label value (empty allowed): anything else can be on no object, so no selector is needed for it. */
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+const RULE_PLURALS: ReadonlyArray<[NatRuleKind, string]> = [
+  ['dnat', Plural.dnat],
+  ['fip', Plural.fip],
+  ['snat', Plural.snat],
+];
+
+/** The JSON patch ops (after the resourceVersion test) that turn `current` into `current + change`. */
+export function eipPatchOps(current: IptablesEip, change: EipObjectChange): JsonPatchOp[] {
+  const ops: JsonPatchOp[] = [];
+  const spec = Object.entries(change.spec ?? {}).filter(([, v]) => v !== undefined);
+  if (spec.length > 0) {
+    const have = current.spec as Record<string, unknown> | undefined;
+    if (!have || typeof have !== 'object')
+      ops.push({ op: 'add', path: '/spec', value: Object.fromEntries(spec) });
+    else {
+      for (const [k, v] of spec)
+        if (have[k] !== v) ops.push({ op: 'add', path: `/spec/${pointerToken(k)}`, value: v });
+    }
+  }
+  if (change.labels) {
+    const have = current.metadata.labels;
+    const entries = Object.entries(change.labels);
+    if (!have) {
+      const set = entries.filter(([, v]) => v !== null);
+      if (set.length > 0) ops.push({ op: 'add', path: '/metadata/labels', value: Object.fromEntries(set) });
+    } else {
+      for (const [k, v] of entries) {
+        const path = `/metadata/labels/${pointerToken(k)}`;
+        if (v === null) {
+          if (Object.hasOwn(have, k)) ops.push({ op: 'remove', path });
+        } else if (have[k] !== v) ops.push({ op: 'add', path, value: v });
+      }
+    }
+  }
+  if (change.finalizers) {
+    const have = current.metadata.finalizers ?? [];
+    const same =
+      have.length === change.finalizers.length && have.every((f, i) => f === change.finalizers?.[i]);
+    if (!same) ops.push({ op: 'add', path: '/metadata/finalizers', value: [...change.finalizers] });
+  }
+  return ops;
+}
+
+/** RFC 3339 in whole seconds, as the API server writes times (client-node hands them over as Date). */
+function rfc3339(t: Date | string | undefined): string | undefined {
+  if (t === undefined) return undefined;
+  const d = t instanceof Date ? t : new Date(t);
+  if (Number.isNaN(d.getTime())) return typeof t === 'string' ? t : undefined;
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export function toGatewayPod(pod: V1Pod, fallbackNamespace: string): GatewayPod {
+  const meta = pod.metadata ?? {};
+  const status = pod.status?.containerStatuses?.find((c) => c.name === GATEWAY_CONTAINER);
+  const startedAt = rfc3339(status?.state?.running?.startedAt);
+  return {
+    namespace: meta.namespace ?? fallbackNamespace,
+    name: meta.name ?? '',
+    uid: meta.uid ?? '',
+    phase: pod.status?.phase ?? 'Unknown',
+    creationTimestamp: rfc3339(meta.creationTimestamp) ?? '',
+    ...(status && {
+      container: {
+        restartCount: status.restartCount ?? 0,
+        ready: status.ready ?? false,
+        ...(startedAt && { startedAt }),
+      },
+    }),
+  };
+}
+
+const defaultLog: Pick<Logger, 'warn'> = {
+  warn: (message, fields) => console.warn(JSON.stringify({ level: 'warn', message, ...fields })),
+};
+
+export function createK8sCluster(options: K8sClusterOptions): Cluster {
+  return new K8sCluster(options);
+}
+
+class K8sCluster implements Cluster {
+  private readonly custom: CustomObjectsApi;
+  private readonly core: CoreV1Api;
+  private readonly namespace: string;
+  private readonly eventNamespace: string;
+  private readonly log: Pick<Logger, 'warn'>;
+  /** The last copy of each EIP this adapter saw, so updateEip can build its patch without another GET. */
+  private readonly seen = new Map<string, IptablesEip>();
+
+  constructor(options: K8sClusterOptions) {
+    this.custom = options.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.namespace = options.namespace ?? 'kube-system';
+    this.eventNamespace = options.eventNamespace ?? 'default';
+    this.log = options.log ?? defaultLog;
+  }
+
+  // ------------------------------------------------------------ reads
+
+  async getEip(name: string): Promise<IptablesEip | undefined> {
+    const eip = await this.getCustom<IptablesEip>(Plural.eip, name);
+    if (eip) this.remember(eip);
+    else this.seen.delete(name);
+    return eip;
+  }
+
+  async listEipsByLabel(key: string, value: string): Promise<IptablesEip[]> {
+    if (!LABEL_VALUE.test(value) || value.length > 63) return [];
+    const eips = await this.listCustom<IptablesEip>(Plural.eip, `${key}=${value}`);
+    for (const e of eips) this.remember(e);
+    return eips;
+  }
+
+  getQosPolicy(name: string): Promise<QoSPolicy | undefined> {
+    return this.getCustom<QoSPolicy>(Plural.qos, name);
+  }
+
+  getSubnet(name: string): Promise<Subnet | undefined> {
+    return this.getCustom<Subnet>(Plural.subnet, name);
+  }
+
+  getVpcNatGateway(name: string): Promise<VpcNatGateway | undefined> {
+    return this.getCustom<VpcNatGateway>(Plural.gateway, name);
+  }
+
+  async listNatRulesForEip(eipName: string): Promise<NatRuleRef[]> {
+    // No field selector: for custom resources the API server only supports metadata.name (and whatever the CRD
+    // declares in selectableFields, which kube-ovn's CRDs do not), so `spec.eip=` is refused with 400
+    // "field label not supported". The rule controllers' eip_v4_ip label lags and survives IP reuse (D16).
+    // Three small lists, filtered here.
+    const lists = await Promise.all(
+      RULE_PLURALS.map(async ([kind, plural]) => ({ kind, items: await this.listCustom<NatRule>(plural) })),
+    );
+    return lists.flatMap(({ kind, items }) =>
+      items
+        .filter((r) => r.spec?.eip === eipName && !r.metadata.deletionTimestamp)
+        .map((r) => ({ kind, name: r.metadata.name }))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)),
+    );
+  }
+
+  async findGatewayPod(gw: string): Promise<GatewayPod | undefined> {
+    const labelSelector = `${Label.app}=vpc-nat-gw-${gw},${Label.vpcNatGw}=true`;
+    let pods: V1Pod[];
+    try {
+      pods = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector })).items;
+    } catch (e) {
+      throw translate(e, `list pods in ${this.namespace} -l ${labelSelector}`);
+    }
+    if (pods.length > 1) {
+      const names = pods.map((p) => p.metadata?.name).join(', ');
+      throw new GatewayNotReadyError(`too many pods for vpc nat gateway ${gw}: ${names}`);
+    }
+    const pod = pods[0];
+    return pod && toGatewayPod(pod, this.namespace);
+  }
+
+  async natGwFeature(): Promise<NatGwFeature> {
+    // kube-ovn's resyncVpcNatGwConfig: off when ovn-vpc-nat-gw-config is absent or says enable-vpc-nat-gw "false";
+    // otherwise ovn-vpc-nat-config must exist and carry an image key (resyncVpcNatImage).
+    const enable = await this.readConfigMap(NatGwConfigMap.enable);
+    if (!enable) return { enabled: false, reason: `configMap "${NatGwConfigMap.enable}" not configured` };
+    if (enable.data?.[NatGwConfigMap.enableKey] === 'false') {
+      return {
+        enabled: false,
+        reason: `parameter "${NatGwConfigMap.enableKey}" in ConfigMap "${NatGwConfigMap.enable}" not true`,
+      };
+    }
+    const image = await this.readConfigMap(NatGwConfigMap.image);
+    if (!image) {
+      return {
+        enabled: false,
+        reason: `failed to get ${NatGwConfigMap.image}, configmaps "${NatGwConfigMap.image}" not found`,
+      };
+    }
+    if (!Object.hasOwn(image.data ?? {}, NatGwConfigMap.imageKey)) {
+      return {
+        enabled: false,
+        reason: `${NatGwConfigMap.image} should have ${NatGwConfigMap.imageKey} field`,
+      };
+    }
+    return { enabled: true };
+  }
+
+  // ------------------------------------------------------------ writes
+
+  async updateEip(
+    name: string,
+    resourceVersion: string,
+    change: EipObjectChange,
+  ): Promise<IptablesEip | undefined> {
+    const what = `patch ${Plural.eip} "${name}"`;
+    let current = this.seen.get(name);
+    if (current?.metadata.resourceVersion !== resourceVersion) {
+      current = await this.getEip(name);
+      if (!current) return undefined;
+      if (current.metadata.resourceVersion !== resourceVersion) {
+        throw new ConflictError(
+          `${what}: the object has been modified (resourceVersion ${resourceVersion} read, ${current.metadata.resourceVersion} now)`,
+        );
+      }
+    }
+    const ops = eipPatchOps(current, change);
+    if (ops.length === 0) return current;
+    const body: JsonPatchOp[] = [
+      { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
+      ...ops,
+    ];
+    try {
+      const updated = (await this.custom.patchClusterCustomObject(
+        { group: GROUP, version: VERSION, plural: Plural.eip, name, body },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      )) as IptablesEip;
+      this.remember(updated);
+      return updated;
+    } catch (e) {
+      if (statusOf(e) === 404) {
+        this.seen.delete(name);
+        return undefined;
+      }
+      if (isPreconditionFailure(e)) {
+        this.seen.delete(name);
+        throw conflict(e, what);
+      }
+      throw translate(e, what);
+    }
+  }
+
+  async patchEipStatus(name: string, change: EipStatusChange): Promise<IptablesEip | undefined> {
+    const status = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
+    if (Object.keys(status).length === 0) return this.getEip(name);
+    try {
+      const updated = (await this.custom.patchClusterCustomObjectStatus(
+        { group: GROUP, version: VERSION, plural: Plural.eip, name, body: { status } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      )) as IptablesEip;
+      this.remember(updated);
+      return updated;
+    } catch (e) {
+      if (statusOf(e) === 404) {
+        this.seen.delete(name);
+        return undefined;
+      }
+      throw translate(e, `patch ${Plural.eip} "${name}" /status`);
+    }
+  }
+
+  async emitEvent(eip: IptablesEip, event: KubeEvent): Promise<void> {
+    const now = new Date();
+    const body: CoreV1Event = {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: {
+        name: `${eip.metadata.name}.${now.getTime().toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`,
+        namespace: this.eventNamespace,
+      },
+      involvedObject: {
+        apiVersion: API_VERSION,
+        kind: 'IptablesEIP',
+        name: eip.metadata.name,
+        uid: eip.metadata.uid,
+        resourceVersion: eip.metadata.resourceVersion,
+      },
+      type: event.type,
+      reason: event.reason,
+      message: event.message,
+      source: { component: REPORTING_COMPONENT },
+      reportingComponent: REPORTING_COMPONENT,
+      reportingInstance: process.env.AWS_LAMBDA_FUNCTION_NAME ?? REPORTING_COMPONENT,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    };
+    try {
+      await this.core.createNamespacedEvent({ namespace: this.eventNamespace, body });
+    } catch (e) {
+      const err = translate(e, `create event for ${Plural.eip} "${eip.metadata.name}"`);
+      this.log.warn('event not recorded', {
+        eip: eip.metadata.name,
+        reason: event.reason,
+        error: err.message,
+      });
+    }
+  }
+
+  // ------------------------------------------------------------ helpers
+
+  private remember(eip: IptablesEip): void {
+    const name = eip.metadata?.name;
+    if (!name) return;
+    this.seen.delete(name);
+    this.seen.set(name, eip);
+    if (this.seen.size > 256) {
+      const oldest = this.seen.keys().next().value;
+      if (oldest !== undefined) this.seen.delete(oldest);
+    }
+  }
+
+  private async getCustom<T>(plural: string, name: string): Promise<T | undefined> {
+    try {
+      return (await this.custom.getClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural,
+        name,
+      })) as T;
+    } catch (e) {
+      if (statusOf(e) === 404) return undefined;
+      throw translate(e, `get ${plural} "${name}"`);
+    }
+  }
+
+  private async listCustom<T>(plural: string, labelSelector?: string): Promise<T[]> {
+    try {
+      const list = (await this.custom.listClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural,
+        ...(labelSelector !== undefined && { labelSelector }),
+      })) as { items?: T[] };
+      return list.items ?? [];
+    } catch (e) {
+      throw translate(e, `list ${plural}${labelSelector ? ` -l ${labelSelector}` : ''}`);
+    }
+  }
+
+  private async readConfigMap(name: string): Promise<V1ConfigMap | undefined> {
+    try {
+      return await this.core.readNamespacedConfigMap({ name, namespace: this.namespace });
+    } catch (e) {
+      if (statusOf(e) === 404) return undefined;
+      throw translate(e, `get configmap ${this.namespace}/${name}`);
+    }
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * The one place where @kubernetes/client-node's errors become the product's taxonomy. An ApiException (or a
+ * node-fetch network error) never leaves shared/adapters/k8s: it rides along as `cause`.
+ */
+import { ApiException } from '@kubernetes/client-node';
+import {
+  ClusterUnavailableError,
+  ConflictError,
+  type EipError,
+  InvalidSpecError,
+} from '../../domain/errors.js';
+
+/** The HTTP status of a failed API call, if it got that far. */
+export function statusOf(e: unknown): number | undefined {
+  return e instanceof ApiException ? e.code : undefined;
+}
+
+/** The API server's Status message (`.body` is the raw response text in client-node 1.4). */
+export function apiMessage(e: unknown): string {
+  if (e instanceof ApiException) {
+    const body: unknown = e.body;
+    if (typeof body === 'string') {
+      try {
+        const parsed = JSON.parse(body) as {
+          message?: unknown;
+          details?: { causes?: Array<{ message?: unknown }> };
+        };
+        const causes = (parsed.details?.causes ?? [])
+          .map((c) => c.message)
+          .filter((m) => typeof m === 'string');
+        const message = typeof parsed.message === 'string' ? parsed.message : '';
+        return [message, ...causes].filter(Boolean).join(': ') || body;
+      } catch {
+        return body || `HTTP ${e.code}`;
+      }
+    }
+    if (body && typeof body === 'object' && 'message' in body)
+      return String((body as { message: unknown }).message);
+    return `HTTP ${e.code}`;
+  }
+  if (e instanceof Error) {
+    const code = (e as { code?: unknown }).code;
+    return typeof code === 'string' ? `${e.message} (${code})` : e.message;
+  }
+  return String(e);
+}
+
+/**
+ * Translates a failed call into the taxonomy:
+ * - 409 → ClusterUnavailableError (a raced precondition; callers that own a precondition map it themselves),
+ * - 400/422 → InvalidSpecError (the server refuses the request itself; sending it again cannot help),
+ * - anything else — 401/403, 404 where the caller did not expect it, 429, 5xx, network errors, timeouts →
+ *   ClusterUnavailableError with the status when there is one.
+ * @param what e.g. `patch iptables-eips "eip-1" /status`
+ */
+export function translate(e: unknown, what: string): EipError {
+  const status = statusOf(e);
+  const message = `${what}: ${status ? `HTTP ${status}: ` : ''}${apiMessage(e)}`;
+  if (status === 400 || status === 422) return new InvalidSpecError(message, { cause: e });
+  return new ClusterUnavailableError(message, status, { cause: e });
+}
+
+/** A JSON patch whose `test` of /metadata/resourceVersion failed (422), or a 409: the object changed. */
+export function isPreconditionFailure(e: unknown): boolean {
+  const status = statusOf(e);
+  if (status === 409) return true;
+  return (
+    status === 422 &&
+    /test failed|testing value/i.test(apiMessage(e)) &&
+    /resourceVersion/.test(apiMessage(e))
+  );
+}
+
+export function conflict(e: unknown, what: string): ConflictError {
+  return new ConflictError(`${what}: the object has been modified since it was read (${apiMessage(e)})`, {
+    cause: e,
+  });
+}

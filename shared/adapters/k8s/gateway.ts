@@ -1,0 +1,157 @@
+/**
+ * The Gateway port on client-node 1.4's `Exec` (pods/exec over WebSocket): one nat-gateway.sh run as an argv
+ * array, turned into one promise.
+ *
+ * client-node's `exec()` resolves when the socket opens; the outcome arrives later on the status channel. So the
+ * promise here settles on exactly one of: a Success status (resolve), a Failure status (GatewayCommandError with
+ * the exit code from the NonZeroExitCode details), the socket closing without a status, the hard timeout, or the
+ * caller's AbortSignal — the last three close the socket. stdout and stderr are always captured (a frame on a
+ * channel without a writable is an uncaught throw inside client-node), and stderr alone is not a failure (D28).
+ */
+import { Writable } from 'node:stream';
+import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
+import {
+  ClusterUnavailableError,
+  type EipError,
+  GatewayCommandError,
+  GatewayNotReadyError,
+} from '../../domain/errors.js';
+import { GATEWAY_CONTAINER } from '../../domain/kube-ovn.js';
+import { natGatewayArgv } from '../../domain/nat-gateway.js';
+import type { ExecResult, Gateway, GatewayPod, NatGwOp } from '../../ports.js';
+
+export interface K8sGatewayOptions {
+  kubeConfig: KubeConfig;
+  /** Hard limit for one exec, from connect to exit status. */
+  timeoutMs?: number;
+}
+
+export const DEFAULT_EXEC_TIMEOUT_MS = 20_000;
+
+/** WebSocket.CLOSED */
+const CLOSED = 3;
+
+/** Minimal view of the socket client-node hands back. */
+interface Socket {
+  readonly readyState: number;
+  close(): void;
+  on(event: 'close', listener: () => void): unknown;
+  on(event: 'error', listener: (err: Error) => void): unknown;
+}
+
+export function createK8sGateway(options: K8sGatewayOptions): Gateway {
+  const exec = new Exec(options.kubeConfig);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
+  return {
+    run: (pod, op, args, signal) => runOnce(exec, timeoutMs, pod, op, args, signal),
+  };
+}
+
+/** The exit code a V1Status carries: 0 for Success, N for NonZeroExitCode, undefined for anything else. */
+export function exitCodeOf(status: V1Status): number | undefined {
+  if (status.status === 'Success') return 0;
+  if (status.reason !== 'NonZeroExitCode') return undefined;
+  const cause = status.details?.causes?.find((c) => c.reason === 'ExitCode');
+  const code = Number.parseInt(cause?.message ?? '', 10);
+  return Number.isInteger(code) ? code : undefined;
+}
+
+class Collector extends Writable {
+  private readonly chunks: Buffer[] = [];
+
+  override _write(chunk: Buffer | string, _enc: BufferEncoding, done: (error?: Error | null) => void): void {
+    this.chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+    done();
+  }
+
+  text(): string {
+    return Buffer.concat(this.chunks).toString('utf8');
+  }
+}
+
+/** A failed WebSocket upgrade: client-node rejects with ws's ErrorEvent/Error, "Unexpected server response: N". */
+function connectError(e: unknown, target: string): EipError {
+  const message = e instanceof Error ? e.message : String((e as { message?: unknown })?.message ?? e);
+  const status = Number(/Unexpected server response: (\d{3})/.exec(message)?.[1]);
+  const what = `exec in ${target}: ${message}`;
+  // 400/404 before the upgrade: the pod or its container is not there (any more).
+  if (status === 404 || status === 400) return new GatewayNotReadyError(what, { cause: e });
+  return new ClusterUnavailableError(what, Number.isNaN(status) ? undefined : status, { cause: e });
+}
+
+async function runOnce(
+  exec: Exec,
+  timeoutMs: number,
+  pod: GatewayPod,
+  op: NatGwOp,
+  args: readonly string[],
+  signal: AbortSignal | undefined,
+): Promise<ExecResult> {
+  const argv = natGatewayArgv(op, args);
+  const target = `${pod.namespace}/${pod.name}`;
+  const label = `nat-gateway.sh ${op} ${args.join(' ')}`.trimEnd();
+  const stdout = new Collector();
+  const stderr = new Collector();
+
+  return new Promise<ExecResult>((resolve, reject) => {
+    let socket: Socket | undefined;
+    let settled = false;
+    const fail = (message: string, exitCode: number | undefined, cause?: unknown): void =>
+      settle(() =>
+        reject(
+          new GatewayCommandError(
+            `${label} in ${target}: ${message}`,
+            exitCode,
+            stdout.text(),
+            stderr.text(),
+            cause === undefined ? undefined : { cause },
+          ),
+        ),
+      );
+    const onAbort = (): void =>
+      fail(`aborted (${String(signal?.reason ?? 'signal')})`, undefined, signal?.reason);
+    const timer = setTimeout(() => fail(`no exit status after ${timeoutMs} ms`, undefined), timeoutMs);
+
+    function settle(finish: () => void): void {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      socket?.close();
+      finish();
+    }
+
+    if (signal?.aborted) {
+      onAbort();
+      return;
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    const onStatus = (status: V1Status): void => {
+      const code = exitCodeOf(status);
+      if (code === 0) {
+        settle(() => resolve({ stdout: stdout.text(), stderr: stderr.text() }));
+        return;
+      }
+      const detail = stderr.text().trim().split('\n').pop() || stdout.text().trim().split('\n').pop() || '';
+      const why = code === undefined ? (status.message ?? status.reason ?? 'failed') : `exit code ${code}`;
+      fail(`${why}${detail ? `: ${detail}` : ''}`, code);
+    };
+
+    exec
+      .exec(pod.namespace, pod.name, GATEWAY_CONTAINER, argv, stdout, stderr, null, false, onStatus)
+      .then((ws) => {
+        socket = ws as unknown as Socket;
+        if (settled) {
+          socket.close();
+          return;
+        }
+        socket.on('error', (err) => fail(`exec stream error: ${err.message}`, undefined, err));
+        const closed = (): void =>
+          fail('exec stream closed before the command reported an exit status', undefined);
+        socket.on('close', closed);
+        if (socket.readyState === CLOSED) closed();
+      })
+      .catch((e: unknown) => settle(() => reject(connectError(e, target))));
+  });
+}
