@@ -33,6 +33,7 @@ export interface WatchedOptions<T extends Obj> {
 export class Watched<T extends Obj> {
   private readonly informer;
   private stopped = false;
+  private starting = false;
   private failure: unknown;
   private restarting: Promise<void> | undefined;
 
@@ -44,18 +45,24 @@ export class Watched<T extends Obj> {
     this.informer.on('delete', (obj) => o.onChange(obj as T, 'delete'));
     this.informer.on('error', (err) => {
       this.failure = err ?? new Error('informer error');
-      if (!this.stopped && !this.restarting) this.restarting = this.restart();
+      // While start() runs it sees the failure itself and retries; afterwards a failure needs a restart.
+      if (!this.stopped && !this.starting && !this.restarting) this.restarting = this.restart();
     });
   }
 
   /** Resolves once the first list has succeeded (retrying with backoff while the API fails). */
   async start(): Promise<void> {
-    for (let delay = 100; !this.stopped; delay = Math.min(delay * 2, 5_000)) {
-      this.failure = undefined;
-      await this.informer.start();
-      if (this.failure === undefined) return;
-      this.o.log(`${this.o.name}: list/watch failed (${describe(this.failure)}); retrying in ${delay} ms`);
-      await sleep(delay);
+    this.starting = true;
+    try {
+      for (let delay = 100; !this.stopped; delay = Math.min(delay * 2, 5_000)) {
+        this.failure = undefined;
+        await this.informer.start();
+        if (this.failure === undefined) return;
+        this.o.log(`${this.o.name}: list/watch failed (${describe(this.failure)}); retrying in ${delay} ms`);
+        await sleep(delay);
+      }
+    } finally {
+      this.starting = false;
     }
   }
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
+import { startQosStandIn } from '../../local/controllers/qos.js';
 import { Plural } from '../../shared/domain/kube-ovn.js';
 import {
   createCustom,
@@ -131,6 +132,20 @@ describe('gateway stand-in', () => {
     expect(next.metadata?.annotations?.['ovn.kubernetes.io/ip_address']).toBe('10.0.1.253');
   });
 
+  it('restarts an informer whose re-watch fails with a server error', async () => {
+    await createGateway(w, 'gwh');
+    const first = await eventually(() => gatewayPod(w, 'gwh'));
+    const fault = w.api.faults.apiError({ verb: 'watch', resource: 'pods', code: 500 });
+    w.api.faults.dropWatches();
+    await eventually(() => fault.hits === 1);
+    await w.core.deleteNamespacedPod({ name: 'vpc-nat-gw-gwh-0', namespace: NS });
+    await eventually(async () => {
+      const p = await gatewayPod(w, 'gwh');
+      return p && p.metadata?.uid !== first.metadata?.uid;
+    });
+    expect(logs.some((l) => l.includes('gateway pods informer: watch failed'))).toBe(true);
+  });
+
   it('keeps working after its watches are dropped and the watch history is compacted', async () => {
     await createGateway(w, 'gwg');
     const first = await eventually(() => gatewayPod(w, 'gwg'));
@@ -183,6 +198,15 @@ describe('QoS stand-in', () => {
       const rules = (await status('q-change'))?.bandwidthLimitRules as Array<{ rateMax: string }>;
       return rules[0]?.rateMax === '7';
     });
+  });
+
+  it('starts while the API fails its first lists, retrying until one succeeds', async () => {
+    const fault = w.api.faults.apiError({ verb: 'list', resource: Plural.qos, code: 503, times: 2 });
+    const lines: string[] = [];
+    const second = await startQosStandIn({ kubeConfig: w.kc, log: (l) => lines.push(l) });
+    await second.stop();
+    expect(fault.hits).toBe(2);
+    expect(lines.filter((l) => l.includes('qos-policies informer: list/watch failed'))).toHaveLength(2);
   });
 
   it('refuses an unshared policy with the NATGW binding type, as kube-ovn does', async () => {
