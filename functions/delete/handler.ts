@@ -1,0 +1,5 @@
+// The delete handler: wiring only (see shared/lambda/eip-handler.ts and shared/core/operations.ts).
+import { liveDeps } from '../../shared/adapters/live.js';
+import { eipHandler } from '../../shared/lambda/eip-handler.js';
+
+export const handler = eipHandler('delete', liveDeps);
