@@ -151,7 +151,12 @@ describe('EventBridge sink', () => {
     const blocked = new Promise<void>((r) => {
       unblock = r;
     });
-    const eb = fakeEventBridge([async (input) => (await blocked, ok(input))]);
+    const eb = fakeEventBridge([
+      async (input) => {
+        await blocked;
+        return ok(input);
+      },
+    ]);
     const sink = eventBridgeSink({ client: eb.client, bufferSize: 10, lingerMs: 50 });
     // The first 10 leave the buffer as one full batch (stuck in flight); the next 10 fill the buffer.
     for (let i = 0; i < 20; i++) await sink.send(event(i));

@@ -1,9 +1,9 @@
 /**
  * EventBridge PutEvents: events are buffered, sent in batches of up to 10 entries (the API's limit), and an entry
  * that fails (`FailedEntryCount` / `Entries[i].ErrorCode`, or the whole call throwing) is retried with
- * exponential backoff and jitter. The buffer is bounded (retrying entries count; one batch may be in flight on top)
- * so `send()` waits while it is
- * full: a slow or failing bus slows the bridge down instead of growing memory without limit.
+ * exponential backoff and jitter. The buffer is bounded (retrying entries count; one batch may be in flight on
+ * top), so `send()` waits while it is full: a slow or failing bus slows the bridge down instead of growing memory
+ * without limit.
  */
 import type { PutEventsCommand, PutEventsCommandOutput } from '@aws-sdk/client-eventbridge';
 import { detailTypeOf, type EipEvent, EVENT_SOURCE } from '../../events.js';
