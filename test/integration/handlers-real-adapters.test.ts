@@ -1,0 +1,172 @@
+/**
+ * The handlers on the real adapters: the Kubernetes API (the local one, over HTTP and WebSocket exec) and DynamoDB
+ * (dynalite), driven with the sample events — in-process through the middy chain, and through `npm run invoke`.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CustomObjectsApi, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
+import type { Context } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startStandIns } from '../../local/controllers/index.js';
+import { demoObjects } from '../../local/demo.js';
+import { startLocalDynamo } from '../../local/dynamo.js';
+import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
+import { ensureTable } from '../../shared/adapters/dynamo/index.js';
+import { kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
+import { buildDeps } from '../../shared/adapters/live.js';
+import { loadConfig } from '../../shared/config/config.js';
+import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import type { EipEvent } from '../../shared/events.js';
+import { eipHandler } from '../../shared/lambda/eip-handler.js';
+import { memoryLogger } from '../../shared/observability/log.js';
+import type { Deps } from '../../shared/ports.js';
+
+const run = promisify(execFile);
+const root = join(import.meta.dirname, '../..');
+const sample = (f: string) => JSON.parse(readFileSync(join(root, 'events', f), 'utf8')) as EipEvent;
+const TABLE = 'handlers-it-ipam';
+
+let api: KubeApi;
+let dynamo: Awaited<ReturnType<typeof startLocalDynamo>>;
+let stop: () => Promise<void>;
+let deps: Deps;
+let dir: string;
+let kubeconfig: string;
+let custom: CustomObjectsApi;
+
+const getEip = async (name: string) =>
+  (await custom
+    .getClusterCustomObject({ group: 'kubeovn.io', version: 'v1', plural: 'iptables-eips', name })
+    .catch(() => undefined)) as IptablesEip | undefined;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'eip-handlers-'));
+  kubeconfig = join(dir, 'kubeconfig');
+  api = await startKubeApi();
+  await api.writeKubeconfig(kubeconfig);
+  dynamo = await startLocalDynamo();
+  const client = new DynamoDBClient({
+    endpoint: dynamo.endpoint,
+    region: 'local',
+    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
+  });
+  await ensureTable(client, TABLE);
+  const kc = kubeConfigFromFile(kubeconfig);
+  const standIns = await startStandIns({ kubeConfig: kc });
+  const objects = KubernetesObjectApi.makeApiClient(kc);
+  for (const o of demoObjects('kube-system')) await objects.create(o as KubernetesObject);
+  custom = kc.makeApiClient(CustomObjectsApi);
+  const config = loadConfig({
+    KUBECONFIG: kubeconfig,
+    TABLE_NAME: TABLE,
+    DYNAMODB_ENDPOINT: dynamo.endpoint,
+  });
+  deps = buildDeps(config, { kubeConfig: kc, dynamo: client, log: memoryLogger('warn') });
+  // Wait for the stand-in's gateway pod to be Running.
+  for (let i = 0; i < 100 && !api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'); i++)
+    await new Promise((r) => setTimeout(r, 50));
+  stop = async () => {
+    await standIns.stop();
+    client.destroy();
+    await api.close();
+    await dynamo.close();
+  };
+}, 60_000);
+
+afterAll(async () => {
+  await stop?.();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('handlers on the real adapters', () => {
+  it('add.json configures demo-eip: allocation in DynamoDB, address on the simulated gateway, status via the API', async () => {
+    const outcome = await eipHandler('add', async () => deps)(sample('add.json'), {} as Context);
+    expect(outcome).toMatchObject({ status: 'applied', eip: 'demo-eip' });
+    const ip = outcome.status === 'applied' ? outcome.ip! : '';
+    // The demo subnet is 172.18.0.0/24 with 172.18.0.1..172.18.0.10 excluded.
+    expect(Number(ip.split('.')[3])).toBeGreaterThan(10);
+    const eip = await getEip('demo-eip');
+    expect(eip?.status).toMatchObject({ ready: true, ip, qosPolicy: 'qos-demo' });
+    const sim = api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0')!;
+    expect(sim.net1Addresses()).toContain(`${ip}/24`);
+    expect(
+      sim
+        .tcFilters()
+        .map((f) => f.direction)
+        .sort(),
+    ).toEqual(['egress', 'ingress']);
+    expect((await deps.ipam.findByOwner(eip!.metadata.uid)).map((a) => a.address)).toEqual([ip]);
+    // The second run finds nothing to do.
+    expect(await eipHandler('add', async () => deps)(sample('add.json'), {} as Context)).toEqual({
+      status: 'unchanged',
+      eip: 'demo-eip',
+    });
+  });
+
+  it('a failed exec is retried by Lambda (thrown), and the retry converges without allocating again', async () => {
+    await custom.createClusterCustomObject({
+      group: 'kubeovn.io',
+      version: 'v1',
+      plural: 'iptables-eips',
+      body: {
+        apiVersion: 'kubeovn.io/v1',
+        kind: 'IptablesEIP',
+        metadata: { name: 'flaky' },
+        spec: { natGwDp: 'gw1' },
+      },
+    });
+    api.faults.failExec({ command: 'eip-add', times: 1, stderr: 'arping: DAD found a duplicate\n' });
+    const event = { ...sample('add.json'), object: { name: 'flaky' } };
+    await expect(eipHandler('add', async () => deps)(event, {} as Context)).rejects.toMatchObject({
+      code: 'GatewayCommandFailed',
+    });
+    const first = await deps.ipam.findByOwner((await getEip('flaky'))!.metadata.uid);
+    expect(first).toHaveLength(1);
+    expect(await eipHandler('add', async () => deps)(event, {} as Context)).toMatchObject({
+      status: 'applied',
+      ip: first[0]!.address,
+    });
+  });
+
+  it('npm run invoke prints the outcome JSON against a cluster and table given by flags', async () => {
+    const { stdout } = await run(
+      process.execPath,
+      [
+        join(root, 'node_modules/tsx/dist/cli.mjs'),
+        join(root, 'scripts/invoke.ts'),
+        'reset',
+        join(root, 'events/reset.json'),
+        '--kubeconfig',
+        kubeconfig,
+        '--table',
+        TABLE,
+        '--dynamodb-endpoint',
+        dynamo.endpoint,
+      ],
+      {
+        cwd: root,
+        env: { ...process.env, LOG_LEVEL: 'error', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+      },
+    );
+    expect(JSON.parse(stdout)).toMatchObject({
+      eip: 'demo-eip',
+      status: expect.stringMatching(/^(applied|unchanged)$/),
+    });
+  });
+
+  it('npm run invoke --memory runs the demo world offline and rejects a bad event with exit 0 and the field named', async () => {
+    const tsx = [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'scripts/invoke.ts')];
+    const ok = await run(process.execPath, [...tsx, 'add', join(root, 'events/add.json'), '--memory'], {
+      cwd: root,
+    });
+    expect(JSON.parse(ok.stdout)).toMatchObject({ status: 'applied', eip: 'demo-eip', ip: '172.18.0.2' });
+    const usage = await run(process.execPath, [...tsx, 'create', 'x.json'], { cwd: root }).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(usage).toMatchObject({ code: 2, stderr: expect.stringMatching(/unknown handler "create"/) });
+  });
+});
