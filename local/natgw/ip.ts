@@ -87,8 +87,9 @@ function addrShow(net: NetState, args: readonly string[], flags: IpFlags): ToolR
   const links = [...net.links.values()].filter((l) => dev === undefined || l.name === dev);
   const lines: string[] = [];
   for (const l of links) {
+    const secondary = secondaries(l);
     const addrs = l.addresses
-      .map((a, idx) => ({ a, secondary: isSecondary(l, idx) }))
+      .map((a, idx) => ({ a, secondary: secondary[idx] ?? false }))
       .filter(({ a }) => flags.family === undefined || a.family === flags.family);
     if (flags.oneline) {
       for (const { a, secondary } of addrs) {
@@ -107,11 +108,15 @@ function addrShow(net: NetState, args: readonly string[], flags: IpFlags): ToolR
   return ok(lines.map((s) => `${s}\n`).join(''));
 }
 
-function isSecondary(l: Link, idx: number): boolean {
-  const a = l.addresses[idx]!;
-  return l.addresses
-    .slice(0, idx)
-    .some((b) => b.family === a.family && b.prefix === a.prefix && networkOf(b) === networkOf(a));
+/** An address is secondary when an earlier one on the link has the same network and prefix length. */
+function secondaries(l: Link): boolean[] {
+  const seen = new Set<string>();
+  return l.addresses.map((a) => {
+    const key = `${a.family}/${a.prefix}/${networkOf(a)}`;
+    if (seen.has(key)) return true;
+    seen.add(key);
+    return false;
+  });
 }
 
 function inetLine(l: Link, a: Inet, secondary: boolean): string {
