@@ -145,6 +145,19 @@ export class ExecServer {
     };
     try {
       const { params, pod } = this.validate(namespace, podName, query);
+      // Injected API errors, then what the kubelet would answer (the container must be running), before the
+      // transport: the SPDY refusal must not hide the real cause.
+      const fault = this.deps.faults.takeApi({
+        verb: 'create',
+        def: this.deps.pods,
+        subresource: 'exec',
+        name: podName,
+        namespace,
+      });
+      if (fault.error) throw fault.error;
+      if (!this.deps.kubelet.containerRunning(pod, params.container)) {
+        throw internalError(`unable to upgrade connection: container not found ("${params.container}")`);
+      }
       const upgradeTo = String(req.headers.upgrade ?? '').toLowerCase();
       if (upgradeTo.startsWith('spdy')) {
         throw badRequest(
@@ -162,17 +175,6 @@ export class ExecServer {
         throw badRequest(
           `unable to upgrade connection: none of the offered subprotocols [${[...offered].join(' ')}] is supported; expected one of [${SUPPORTED_PROTOCOLS.join(' ')}]`,
         );
-      }
-      const fault = this.deps.faults.takeApi({
-        verb: 'create',
-        def: this.deps.pods,
-        subresource: 'exec',
-        name: podName,
-        namespace,
-      });
-      if (fault.error) throw fault.error;
-      if (!this.deps.kubelet.containerRunning(pod, params.container)) {
-        throw internalError(`unable to upgrade connection: container not found ("${params.container}")`);
       }
       record(101);
       this.wss.handleUpgrade(req, socket, head, (ws) => {
