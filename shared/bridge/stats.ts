@@ -1,0 +1,128 @@
+/**
+ * The bridge's own counters: events in (routed) and out (accepted by the sink) per handler, duplicates dropped,
+ * retries, failures and dead letters (from the sink), queue depth, and the lag from a watch event to the sink
+ * accepting what it caused. Logged periodically as one JSON line and served at /metrics in the Prometheus text
+ * format.
+ */
+import { HANDLERS, type HandlerName } from '../events.js';
+import type { WatchStatus } from './source.js';
+
+/** Upper bounds (seconds) of the lag histogram buckets. */
+export const LAG_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300] as const;
+
+export interface LagStats {
+  count: number;
+  /** Seconds. */
+  sum: number;
+  max: number;
+  last: number;
+  /** Cumulative counts per LAG_BUCKETS bound. */
+  buckets: number[];
+}
+
+export interface BridgeStats {
+  eventsIn: Record<HandlerName, number>;
+  eventsOut: Record<HandlerName, number>;
+  /** Events dropped because an event with the same id was already waiting. */
+  duplicates: number;
+  retries: number;
+  /** Events the sink gave up on (including dead letters). */
+  failures: number;
+  deadLetters: number;
+  /** Events waiting or in flight in the bridge's queue. */
+  queueDepth: number;
+  /** Events the sink accepted but has not delivered yet (EventBridge buffer). */
+  sinkBuffered: number;
+  lagSeconds: LagStats;
+  resyncs: number;
+  ready: boolean;
+  watches: WatchStatus[];
+}
+
+const perHandler = (): Record<HandlerName, number> =>
+  Object.fromEntries(HANDLERS.map((h) => [h, 0])) as Record<HandlerName, number>;
+
+export class Counters {
+  readonly eventsIn = perHandler();
+  readonly eventsOut = perHandler();
+  duplicates = 0;
+  failures = 0;
+  resyncs = 0;
+  readonly lag: LagStats = { count: 0, sum: 0, max: 0, last: 0, buckets: LAG_BUCKETS.map(() => 0) };
+
+  observeLag(ms: number): void {
+    const s = Math.max(0, ms) / 1000;
+    this.lag.count++;
+    this.lag.sum += s;
+    this.lag.last = s;
+    if (s > this.lag.max) this.lag.max = s;
+    LAG_BUCKETS.forEach((le, i) => {
+      if (s <= le) this.lag.buckets[i]!++;
+    });
+  }
+}
+
+const esc = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+/** The Prometheus text exposition (version 0.0.4) of the bridge's stats. */
+export function prometheusText(s: BridgeStats): string {
+  const out: string[] = [];
+  const metric = (name: string, type: string, help: string, samples: [string, number][]) => {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [labels, value] of samples) out.push(`${name}${labels} ${Number.isFinite(value) ? value : 0}`);
+  };
+  const byHandler = (r: Record<HandlerName, number>): [string, number][] =>
+    HANDLERS.map((h) => [`{handler="${h}"}`, r[h]]);
+  metric('eip_bridge_events_in_total', 'counter', 'Events routed to a handler.', byHandler(s.eventsIn));
+  metric(
+    'eip_bridge_events_out_total',
+    'counter',
+    'Events the sink accepted, per handler.',
+    byHandler(s.eventsOut),
+  );
+  metric('eip_bridge_duplicates_total', 'counter', 'Events dropped because the same id was already queued.', [
+    ['', s.duplicates],
+  ]);
+  metric('eip_bridge_retries_total', 'counter', 'Delivery retries in the sink.', [['', s.retries]]);
+  metric('eip_bridge_failures_total', 'counter', 'Events the sink gave up on.', [['', s.failures]]);
+  metric('eip_bridge_dead_letters_total', 'counter', 'Events parked as dead letters (in-process sink).', [
+    ['', s.deadLetters],
+  ]);
+  metric('eip_bridge_queue_depth', 'gauge', 'Events waiting or in flight in the bridge queue.', [
+    ['', s.queueDepth],
+  ]);
+  metric('eip_bridge_sink_buffered', 'gauge', 'Events accepted by the sink but not yet delivered.', [
+    ['', s.sinkBuffered],
+  ]);
+  metric('eip_bridge_resyncs_total', 'counter', 'Periodic resyncs run.', [['', s.resyncs]]);
+  metric('eip_bridge_ready', 'gauge', '1 when every watch has listed and is watching.', [
+    ['', s.ready ? 1 : 0],
+  ]);
+  metric(
+    'eip_bridge_watch_up',
+    'gauge',
+    '1 while the watch of this kind is open.',
+    s.watches.map((w) => [`{kind="${esc(w.kind)}"}`, w.watching ? 1 : 0]),
+  );
+  metric(
+    'eip_bridge_watch_restarts_total',
+    'counter',
+    'Watch restarts after an error.',
+    s.watches.map((w) => [`{kind="${esc(w.kind)}"}`, w.restarts]),
+  );
+  const lag = s.lagSeconds;
+  out.push(
+    '# HELP eip_bridge_lag_seconds Time from a watch event to the sink accepting the event it caused.',
+    '# TYPE eip_bridge_lag_seconds histogram',
+  );
+  LAG_BUCKETS.forEach((le, i) => {
+    out.push(`eip_bridge_lag_seconds_bucket{le="${le}"} ${lag.buckets[i]}`);
+  });
+  out.push(
+    `eip_bridge_lag_seconds_bucket{le="+Inf"} ${lag.count}`,
+    `eip_bridge_lag_seconds_sum ${lag.sum}`,
+    `eip_bridge_lag_seconds_count ${lag.count}`,
+  );
+  metric('eip_bridge_lag_seconds_max', 'gauge', 'Largest lag seen since start.', [['', lag.max]]);
+  return `${out.join('\n')}\n`;
+}
