@@ -47,6 +47,8 @@ function fail(message: string): never {
 }
 
 async function main(): Promise<void> {
+  // AWS SDK v3 warns once on Node 20 that later releases will need Node 22; the pinned versions run on both.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   let parsed: ReturnType<typeof parse>;
   function parse() {
     return parseArgs({

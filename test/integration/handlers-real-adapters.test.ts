@@ -8,7 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { CustomObjectsApi, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
+import {
+  CustomObjectsApi,
+  KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+} from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIns } from '../../local/controllers/index.js';
@@ -24,6 +29,7 @@ import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import type { Deps } from '../../shared/ports.js';
+import { allowed, attributesOf, loadGrants } from '../support/rbac.js';
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, '../..');
@@ -65,7 +71,15 @@ beforeAll(async () => {
     TABLE_NAME: TABLE,
     DYNAMODB_ENDPOINT: dynamo.endpoint,
   });
-  deps = buildDeps(config, { kubeConfig: kc, dynamo: client, log: memoryLogger('warn') });
+  // The handlers get their own token, so the RBAC test below can pick out exactly their requests.
+  const handlersKc = new KubeConfig();
+  handlersKc.loadFromOptions({
+    clusters: [{ name: 'local', server: api.url, skipTLSVerify: true }],
+    users: [{ name: 'handlers', token: 'handlers-token' }],
+    contexts: [{ name: 'local', cluster: 'local', user: 'handlers' }],
+    currentContext: 'local',
+  });
+  deps = buildDeps(config, { kubeConfig: handlersKc, dynamo: client, log: memoryLogger('warn') });
   // Wait for the stand-in's gateway pod to be Running.
   for (let i = 0; i < 100 && !api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'); i++)
     await new Promise((r) => setTimeout(r, 50));
@@ -130,6 +144,24 @@ describe('handlers on the real adapters', () => {
       status: 'applied',
       ip: first[0]!.address,
     });
+  });
+
+  it('sends only requests that infra/rbac/handlers.yaml allows (least privilege), with no wildcard in it', async () => {
+    const text = readFileSync(join(root, 'infra/rbac/handlers.yaml'), 'utf8');
+    expect(text).not.toMatch(/['"]?\*['"]?\s*[\],]/);
+    const grants = loadGrants(join(root, 'infra/rbac/handlers.yaml'));
+    const mine = api.requests.all().filter((r) => r.headers.authorization === 'Bearer handlers-token');
+    const attrs = mine.map((r) => attributesOf(r.method, r.path, r.query));
+    // The flows above read, patch status and metadata, list rules and pods, and exec.
+    for (const needed of [
+      'get iptables-eips',
+      'patch iptables-eips',
+      'patch iptables-eips/status',
+      'list pods',
+      'get pods/exec',
+    ])
+      expect(attrs.map((a) => `${a.verb} ${a.resource}`)).toContain(needed);
+    expect(attrs.filter((a) => !allowed(grants, a))).toEqual([]);
   });
 
   it('npm run invoke prints the outcome JSON against a cluster and table given by flags', async () => {
