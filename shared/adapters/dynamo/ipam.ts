@@ -37,10 +37,23 @@ import {
 } from '../../domain/errors.js';
 import type { Allocation, Clock, Ipam, Logger, Metrics, Owner, Pool } from '../../ports.js';
 import { type CursorOptions, DEFAULT_CURSOR, NeverUsedCursor } from './cursor.js';
-import { addressSk, geometryOf, INDEX, META_SK, type PoolGeometry, poolPk, valueOfSk } from './layout.js';
+import {
+  addressSk,
+  fullSk,
+  geometryOf,
+  INDEX,
+  META_SK,
+  type PoolGeometry,
+  poolPk,
+  segmentOfFullSk,
+  valueOfSk,
+} from './layout.js';
 import type { Store } from './store.js';
 
 type Item = Record<string, AttributeValue>;
+
+/** Uncontested reuse claims in a row before an allocator trusts its cached list of released addresses. */
+const CALM_BEFORE_CACHING = 8;
 
 export interface IpamTuning {
   /** Cursor options (window of segments, cache age). */
@@ -49,6 +62,8 @@ export interface IpamTuning {
   reuseBatch: number;
   /** Conditional writes one claimAny may spend before giving up with a retryable ConflictError. Default 64. */
   maxClaimAttempts: number;
+  /** How long an allocator reuses the list of released addresses it read for its next claims. Default 500 ms. */
+  reuseCacheMs: number;
 }
 
 export interface GcOptions {
@@ -91,6 +106,9 @@ export interface ClaimStats {
 
 export class DynamoIpam implements Ipam {
   private readonly cursors = new Map<string, NeverUsedCursor>();
+  private readonly freeCache = new Map<string, { values: bigint[]; loadedAt: number }>();
+  /** Released-address claims won in a row by this allocator. */
+  private reuseCalm = 0;
   private readonly tuning: IpamTuning;
   /** Stats of the last claimAny, for the benchmark and the tests (not part of the port). */
   lastClaim: ClaimStats | undefined;
@@ -102,7 +120,7 @@ export class DynamoIpam implements Ipam {
     private readonly metrics?: Metrics,
     tuning: Partial<IpamTuning> = {},
   ) {
-    this.tuning = { cursor: {}, reuseBatch: 32, maxClaimAttempts: 64, ...tuning };
+    this.tuning = { cursor: {}, reuseBatch: 100, maxClaimAttempts: 64, reuseCacheMs: 500, ...tuning };
   }
 
   // ------------------------------------------------------------------ claims
@@ -234,55 +252,78 @@ export class DynamoIpam implements Ipam {
       );
       if (r.ok) {
         stats.source = 'never-used';
+        cursor.claimed();
         return toAllocation(item);
       }
       stats.conflicts++;
+      cursor.conflicted();
     }
   }
 
-  /** Phase 2: a released address, oldest release first, spread at random over the oldest `reuseBatch`. */
+  /**
+   * Phase 2: a released address, oldest release first, spread at random over the oldest `reuseBatch`. When this
+   * allocator has not lost a race for a while, the list it read serves its next claims for `reuseCacheMs` (a read
+   * saved per claim); a lost race means others are busy here, so it reads a fresh list for every claim again
+   * (a read is cheaper than a failed write).
+   */
   private async claimReleased(
     g: PoolGeometry,
     owner: Owner,
     stats: ClaimStats,
   ): Promise<Allocation | undefined> {
+    const id = `${g.pk}|${g.fingerprint}`;
     for (;;) {
-      const free = await this.oldestReleased(g);
-      if (free.length === 0) return undefined;
-      shuffle(free);
-      // A few tries per list: after that the list is stale enough that re-reading is cheaper than guessing.
-      for (const value of free.slice(0, 3)) {
-        this.spend(g, stats);
-        const r = await this.store.sendConditional<UpdateItemCommandOutput>(
-          new UpdateItemCommand({
-            TableName: this.store.tableName,
-            Key: key(g.pk, addressSk(g.pool.family, value)),
-            UpdateExpression:
-              'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now REMOVE #freePool, #releasedAt',
-            ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
-            ExpressionAttributeNames: names(
-              'ownerUid',
-              'ownerName',
-              'claimId',
-              'claimedAt',
-              'freePool',
-              'releasedAt',
-            ),
-            ExpressionAttributeValues: {
-              ':uid': { S: owner.uid },
-              ':name': { S: owner.name },
-              ':cid': { S: randomUUID() },
-              ':now': { N: String(this.clock.now()) },
-            },
-            ReturnValues: 'ALL_NEW',
-          }),
-        );
-        if (r.ok) {
-          stats.source = 'released';
-          return toAllocation(r.output.Attributes!);
+      let cached = this.freeCache.get(id);
+      const trusted = this.reuseCalm >= CALM_BEFORE_CACHING;
+      if (
+        !trusted ||
+        !cached ||
+        cached.values.length === 0 ||
+        this.clock.now() - cached.loadedAt > this.tuning.reuseCacheMs
+      ) {
+        const values = await this.oldestReleased(g);
+        if (values.length === 0) {
+          this.freeCache.delete(id);
+          return undefined;
         }
-        stats.conflicts++;
+        shuffle(values);
+        cached = { values, loadedAt: this.clock.now() };
+        this.freeCache.set(id, cached);
       }
+      const value = cached.values.shift()!;
+      this.spend(g, stats);
+      const r = await this.store.sendConditional<UpdateItemCommandOutput>(
+        new UpdateItemCommand({
+          TableName: this.store.tableName,
+          Key: key(g.pk, addressSk(g.pool.family, value)),
+          UpdateExpression:
+            'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now REMOVE #freePool, #releasedAt',
+          ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
+          ExpressionAttributeNames: names(
+            'ownerUid',
+            'ownerName',
+            'claimId',
+            'claimedAt',
+            'freePool',
+            'releasedAt',
+          ),
+          ExpressionAttributeValues: {
+            ':uid': { S: owner.uid },
+            ':name': { S: owner.name },
+            ':cid': { S: randomUUID() },
+            ':now': { N: String(this.clock.now()) },
+          },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      if (r.ok) {
+        stats.source = 'released';
+        this.reuseCalm++;
+        return toAllocation(r.output.Attributes!);
+      }
+      stats.conflicts++;
+      this.reuseCalm = 0;
+      this.freeCache.delete(id);
     }
   }
 
@@ -330,6 +371,8 @@ export class DynamoIpam implements Ipam {
         {
           readHwm: () => this.readHwm(g),
           publishHwm: (hwm) => this.publishHwm(g, hwm),
+          fullMarkers: (from, to) => this.fullMarkers(g, from, to),
+          markFull: (seg) => this.markFull(g, seg),
           usedSlots: (seg) => this.usedSlots(g, seg),
         },
         this.clock,
@@ -377,6 +420,51 @@ export class DynamoIpam implements Ipam {
     } catch (e) {
       // Only an optimisation for other allocators: never fail an allocation over it.
       this.log?.warn('could not publish the pool cursor', { pool: g.pk, error: String(e) });
+    }
+  }
+
+  private async fullMarkers(g: PoolGeometry, from: bigint, to: bigint): Promise<Set<bigint>> {
+    const out = new Set<bigint>();
+    let start: Item | undefined;
+    do {
+      const page = await this.store.send<QueryCommandOutput>(
+        new QueryCommand({
+          TableName: this.store.tableName,
+          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
+          ExpressionAttributeValues: {
+            ':pk': { S: g.pk },
+            ':a': { S: fullSk(from) },
+            ':b': { S: fullSk(to) },
+          },
+          ProjectionExpression: 'sk, #fingerprint',
+          ExpressionAttributeNames: names('fingerprint'),
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const it of page.Items ?? []) {
+        const seg = segmentOfFullSk(it.sk?.S ?? '');
+        // A marker written for another shape of the pool (excludeIps changed) says nothing about this one.
+        if (seg !== undefined && it.fingerprint?.S === g.fingerprint) out.add(seg);
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+
+  private async markFull(g: PoolGeometry, seg: bigint): Promise<void> {
+    try {
+      await this.store.send(
+        new PutItemCommand({
+          TableName: this.store.tableName,
+          Item: { pk: { S: g.pk }, sk: { S: fullSk(seg) }, fingerprint: { S: g.fingerprint } },
+        }),
+      );
+    } catch (e) {
+      this.log?.warn('could not record a full segment', {
+        pool: g.pk,
+        segment: seg.toString(),
+        error: String(e),
+      });
     }
   }
 
@@ -548,7 +636,7 @@ export class DynamoIpam implements Ipam {
         const opk = `${a.owner.uid}|${poolKey}`;
         perOwnerPool.set(opk, [...(perOwnerPool.get(opk) ?? []), a]);
         if (liveOwnerUids.has(a.owner.uid)) continue;
-        if (Number(item.claimedAt?.N ?? '0') > cutoff) {
+        if (Number(item.claimedAt?.N ?? '0') >= cutoff) {
           report.tooYoung++;
           continue;
         }

@@ -29,6 +29,16 @@ export function valueOfSk(sk: string): bigint | undefined {
   return BigInt(`0x${sk.slice(2)}`);
 }
 
+/** Sort key of a full-segment marker, in the pool's partition (`F#` sorts after `A#`, before `META`). */
+export function fullSk(seg: bigint): string {
+  return `F#${seg.toString(16).padStart(32, '0')}`;
+}
+
+export function segmentOfFullSk(sk: string): bigint | undefined {
+  if (!sk.startsWith('F#')) return undefined;
+  return BigInt(`0x${sk.slice(2)}`);
+}
+
 export function leasePk(key: string): string {
   return `LEASE#${key}`;
 }
@@ -118,7 +128,7 @@ const geometryCache = new Map<string, PoolGeometry>();
 
 /** Geometry of a pool, memoised by its definition (pools are re-sent on every call, their ranges rarely change). */
 export function geometryOf(pool: Pool): PoolGeometry {
-  const key = JSON.stringify([pool.subnet, pool.family, pool.cidr, pool.gateway ?? '', pool.exclude]);
+  const key = JSON.stringify(pool);
   let g = geometryCache.get(key);
   if (!g) {
     if (geometryCache.size > 256) geometryCache.clear();

@@ -1,0 +1,476 @@
+/**
+ * `npm run bench -- ipam [--quick] [--allocators=raw,ours,lock] [--subnets=24,16] [--fills=50,90]
+ *  [--concurrency=1,8,32]`
+ *
+ * On one in-process dynalite and one table (infra/dynamodb-table.yml), for a /24 and a /16 filled to 50 % and
+ * 90 %, with 1, 8 and 32 concurrent allocators, compares:
+ * - raw:  a conditional PutItem of an address-shaped item on a distinct, precomputed key: the floor;
+ * - ours: the DynamoDB Ipam adapter (claimAny);
+ * - lock: a subnet-lock allocator in the style of Whereabouts (bench/ipam-subnet-lock.ts), the peer baseline.
+ *
+ * Each allocator is its own client and adapter instance, as separate Lambda containers would be. The subnet is
+ * prefilled to the fill level with the lowest addresses (kube-ovn's order) in each allocator's own format, as
+ * if it had allocated them itself. Then, in rounds: `concurrency` random held addresses are released (not
+ * timed), and every allocator claims one address for a new owner (timed). So the fill oscillates between the
+ * level and the level minus `concurrency` addresses — on a /24 at 90 % with 32 allocators, 77–90 %: there are
+ * only 25 free addresses at 90 %. Requests are counted per allocation on each allocator's own client.
+ * Duplicates are counted against the bookkeeping of who was told they hold what, and at the end the table is
+ * compared with that bookkeeping (lost or foreign allocations).
+ */
+import { cpus } from 'node:os';
+import {
+  BatchWriteItemCommand,
+  type DynamoDBClient,
+  PutItemCommand,
+  QueryCommand,
+  type WriteRequest,
+} from '@aws-sdk/client-dynamodb';
+import { startLocalDynamo } from '../local/dynamo.js';
+import {
+  createDynamoIpam,
+  type DynamoIpam,
+  ensureTable,
+  type IpamTuning,
+} from '../shared/adapters/dynamo/index.js';
+import { fullSk, geometryOf, META_SK, type PoolGeometry } from '../shared/adapters/dynamo/layout.js';
+import type { Pool } from '../shared/ports.js';
+import { LOCK_CURSOR_SK, SubnetLockAllocator } from './ipam-subnet-lock.js';
+import { countingClient, type RequestCounter } from './lib/counting-client.js';
+import type { Suite, SuiteResult } from './run.js';
+
+type AllocatorKind = 'raw' | 'ours' | 'lock';
+
+interface RunResult {
+  subnet: string;
+  prefix: number;
+  fillTarget: number;
+  fillMean: number;
+  concurrency: number;
+  allocator: AllocatorKind;
+  allocations: number;
+  seconds: number;
+  perSecond: number;
+  requests: { mean: number; p99: number; max: number };
+  writes: { mean: number; p99: number; max: number };
+  conflicts: number;
+  duplicates: number;
+  failures: number;
+  lockWaits?: number;
+}
+
+const TABLE = 'eip-lambdas-bench-ipam';
+
+export const suite: Suite = {
+  description: 'IPAM allocator vs raw conditional PutItem and a subnet-lock baseline (dynalite, in-process)',
+  run,
+};
+
+async function run(args: readonly string[]): Promise<SuiteResult> {
+  const opt = parseArgs(args);
+  const local = await startLocalDynamo();
+  const admin = countingClient(local.endpoint).client;
+  await ensureTable(admin, TABLE);
+  const results: RunResult[] = [];
+  const verification: { subnet: string; allocator: string; lost: number; foreign: number }[] = [];
+  const started = Date.now();
+  try {
+    for (const prefix of opt.subnets) {
+      for (const fill of opt.fills) {
+        for (const kind of opt.allocators) {
+          const pool = poolFor(kind, prefix, fill);
+          const g = geometryOf(pool);
+          const held = new Map<string, string>(); // address → owner uid
+          if (kind !== 'raw') {
+            const t0 = Date.now();
+            await prefill(admin, g, fill, kind, held);
+            log(`prefilled ${pool.subnet}: ${held.size} of ${g.capacity} in ${Date.now() - t0} ms`);
+          }
+          for (const conc of opt.concurrency) {
+            const n = prefix === 24 ? opt.perRun24 : opt.perRun16;
+            const r = await measure(local.endpoint, kind, pool, g, fill, conc, n, held, opt.tuning);
+            results.push(r);
+            log(
+              `${pool.subnet} c=${conc}: ${r.perSecond.toFixed(0)}/s, req ${r.requests.mean.toFixed(2)} (p99 ${r.requests.p99}), ` +
+                `writes ${r.writes.mean.toFixed(2)} (p99 ${r.writes.p99}), dup ${r.duplicates}, fail ${r.failures}`,
+            );
+          }
+          if (kind !== 'raw')
+            verification.push({ subnet: pool.subnet, allocator: kind, ...(await verify(admin, g, held)) });
+        }
+      }
+    }
+  } finally {
+    admin.destroy();
+    await local.close();
+  }
+  const table = render(results, verification);
+  return {
+    table,
+    json: {
+      suite: 'ipam',
+      date: new Date().toISOString(),
+      node: process.version,
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model,
+      wallSeconds: Math.round((Date.now() - started) / 1000),
+      options: opt,
+      results,
+      verification,
+    },
+  };
+}
+
+function parseArgs(args: readonly string[]) {
+  const get = (k: string) => args.find((a) => a.startsWith(`--${k}=`))?.split('=')[1];
+  const nums = (k: string, d: number[]) => get(k)?.split(',').map(Number) ?? d;
+  const quick = args.includes('--quick');
+  return {
+    allocators: (get('allocators')?.split(',') ?? ['raw', 'ours', 'lock']) as AllocatorKind[],
+    subnets: nums('subnets', [24, 16]),
+    fills: nums('fills', [50, 90]).map((f) => f / 100),
+    concurrency: nums('concurrency', [1, 8, 32]),
+    perRun24: Number(get('n24') ?? (quick ? 64 : 192)),
+    perRun16: Number(get('n16') ?? (quick ? 96 : 384)),
+    /** Adapter tuning, e.g. --tuning=reuseCacheMs:0,reuseBatch:50 (numbers only). */
+    tuning: Object.fromEntries(
+      (get('tuning')?.split(',') ?? []).map((kv) => {
+        const [k, v] = kv.split(':');
+        return [k, Number(v)];
+      }),
+    ) as Partial<IpamTuning>,
+  };
+}
+
+function poolFor(kind: AllocatorKind, prefix: number, fill: number): Pool {
+  const subnet = `${kind}-${prefix}-${Math.round(fill * 100)}`;
+  const cidr = prefix === 24 ? '10.24.0.0/24' : '172.16.0.0/16';
+  const gateway = prefix === 24 ? '10.24.0.1' : '172.16.0.1';
+  return { subnet, family: 4, cidr, gateway, exclude: [] };
+}
+
+/** Writes the lowest `fill` share of the pool as held, in the allocator's own format, 25 items per request. */
+async function prefill(
+  client: DynamoDBClient,
+  g: PoolGeometry,
+  fill: number,
+  kind: AllocatorKind,
+  held: Map<string, string>,
+): Promise<void> {
+  const count = BigInt(Math.floor(Number(g.capacity) * fill));
+  const items: WriteRequest[] = [];
+  for (let s = 0n; s < count; s++) {
+    const uid = `pre-${s}`;
+    const address = g.addressOf(s);
+    held.set(address, uid);
+    items.push({
+      PutRequest: {
+        Item: {
+          pk: { S: g.pk },
+          sk: { S: g.skOf(s) },
+          subnet: { S: g.pool.subnet },
+          family: { N: '4' },
+          address: { S: address },
+          ownerUid: { S: uid },
+          ownerName: { S: uid },
+          claimId: { S: uid },
+          claimedAt: { N: '0' },
+        },
+      },
+    });
+  }
+  if (kind === 'ours') {
+    // What the allocator would have left behind: a marker per full segment and the published mark.
+    const fullSegments = count / g.segmentSize;
+    for (let seg = 0n; seg < fullSegments; seg++)
+      items.push({
+        PutRequest: { Item: { pk: { S: g.pk }, sk: { S: fullSk(seg) }, fingerprint: { S: g.fingerprint } } },
+      });
+    items.push({
+      PutRequest: {
+        Item: {
+          pk: { S: g.pk },
+          sk: { S: META_SK },
+          fingerprint: { S: g.fingerprint },
+          hwmSegment: { N: fullSegments.toString() },
+        },
+      },
+    });
+  } else {
+    items.push({
+      PutRequest: { Item: { pk: { S: g.pk }, sk: { S: LOCK_CURSOR_SK }, next: { N: count.toString() } } },
+    });
+  }
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (;;) {
+        const i = next;
+        next += 25;
+        if (i >= items.length) return;
+        let batch: WriteRequest[] = items.slice(i, i + 25);
+        while (batch.length > 0) {
+          const r = await client.send(new BatchWriteItemCommand({ RequestItems: { [TABLE]: batch } }));
+          batch = r.UnprocessedItems?.[TABLE] ?? [];
+        }
+      }
+    }),
+  );
+}
+
+interface Worker {
+  counter: RequestCounter;
+  client: DynamoDBClient;
+  claim(uid: string): Promise<string>;
+  conflicts(): number;
+}
+
+async function measure(
+  endpoint: string,
+  kind: AllocatorKind,
+  pool: Pool,
+  g: PoolGeometry,
+  _fill: number,
+  conc: number,
+  n: number,
+  held: Map<string, string>,
+  tuning: Partial<IpamTuning>,
+): Promise<RunResult> {
+  const releaser =
+    kind === 'raw'
+      ? undefined
+      : createDynamoIpam({ client: countingClient(endpoint).client, tableName: TABLE });
+  const workers: Worker[] = Array.from({ length: conc }, () => makeWorker(endpoint, kind, pool, tuning));
+  const reqs: number[] = [];
+  const writes: number[] = [];
+  const fills: number[] = [];
+  let duplicates = 0;
+  let failures = 0;
+  let timed = 0;
+  let allocations = 0;
+  const rounds = Math.ceil(n / conc);
+  for (let round = 0; round < rounds; round++) {
+    if (releaser) {
+      const victims = [...held.entries()].sort(() => Math.random() - 0.5).slice(0, conc);
+      await Promise.all(
+        victims.map(async ([address, uid]) => {
+          if (await releaser.release(pool.subnet, address, uid)) held.delete(address);
+        }),
+      );
+      fills.push(held.size / Number(g.capacity));
+    }
+    const t0 = performance.now();
+    await Promise.all(
+      workers.map(async (w, i) => {
+        const uid = `${kind}-${conc}-${round}-${i}`;
+        const before = w.counter.snapshot();
+        try {
+          const address = await w.claim(uid);
+          const after = w.counter.snapshot();
+          reqs.push(after.reads + after.writes - before.reads - before.writes);
+          writes.push(after.writes - before.writes);
+          allocations++;
+          if (kind !== 'raw') {
+            if (held.has(address)) duplicates++;
+            held.set(address, uid);
+          }
+        } catch (e) {
+          failures++;
+          if (failures <= 3) log(`  claim failed: ${(e as Error).name}: ${(e as Error).message}`);
+        }
+      }),
+    );
+    timed += performance.now() - t0;
+  }
+  for (const w of workers) w.client.destroy();
+  const conflicts = workers.reduce((s, w) => s + w.conflicts(), 0);
+  const lockWaits =
+    kind === 'lock'
+      ? workers.reduce((s, w) => s + (w as Worker & { lockWaits(): number }).lockWaits(), 0)
+      : undefined;
+  return {
+    subnet: pool.subnet,
+    prefix: Number(pool.cidr.split('/')[1]),
+    fillTarget: _fill,
+    fillMean: fills.length ? round2(fills.reduce((a, b) => a + b, 0) / fills.length) : 0,
+    concurrency: conc,
+    allocator: kind,
+    allocations,
+    seconds: round2(timed / 1000),
+    perSecond: round2(allocations / (timed / 1000)),
+    requests: stats(reqs),
+    writes: stats(writes),
+    conflicts,
+    duplicates,
+    failures,
+    ...(lockWaits !== undefined && { lockWaits }),
+  };
+}
+
+let rawKeys = 0;
+
+function makeWorker(
+  endpoint: string,
+  kind: AllocatorKind,
+  pool: Pool,
+  tuning: Partial<IpamTuning>,
+): Worker & { lockWaits(): number } {
+  const { client, counter } = countingClient(endpoint);
+  if (kind === 'raw') {
+    return {
+      client,
+      counter,
+      conflicts: () => 0,
+      lockWaits: () => 0,
+      claim: async (uid) => {
+        const k = rawKeys++;
+        const address = `raw-${k}`;
+        await client.send(
+          new PutItemCommand({
+            TableName: TABLE,
+            Item: {
+              pk: { S: `RAW#${pool.subnet}` },
+              sk: { S: `A#${k.toString(16).padStart(8, '0')}` },
+              subnet: { S: pool.subnet },
+              family: { N: '4' },
+              address: { S: address },
+              ownerUid: { S: uid },
+              ownerName: { S: uid },
+              claimId: { S: uid },
+              claimedAt: { N: String(Date.now()) },
+            },
+            ConditionExpression: 'attribute_not_exists(pk)',
+          }),
+        );
+        return address;
+      },
+    };
+  }
+  if (kind === 'ours') {
+    const ipam: DynamoIpam = createDynamoIpam({ client, tableName: TABLE, tuning });
+    let conflicts = 0;
+    return {
+      client,
+      counter,
+      conflicts: () => conflicts,
+      lockWaits: () => 0,
+      claim: async (uid) => {
+        const a = await ipam.claimAny(pool, { uid, name: uid });
+        conflicts += ipam.lastClaim?.conflicts ?? 0;
+        return a.address;
+      },
+    };
+  }
+  const lock = new SubnetLockAllocator(client, TABLE);
+  return {
+    client,
+    counter,
+    conflicts: () => 0,
+    lockWaits: () => lock.lockWaits,
+    claim: async (uid) => (await lock.claimAny(pool, { uid, name: uid })).address,
+  };
+}
+
+/** Compares the table's held items of the pool with the bookkeeping. */
+async function verify(
+  client: DynamoDBClient,
+  g: PoolGeometry,
+  held: Map<string, string>,
+): Promise<{ lost: number; foreign: number }> {
+  const inTable = new Map<string, string>();
+  let start: Record<string, never> | undefined;
+  do {
+    const page = await client.send(
+      new QueryCommand({
+        TableName: TABLE,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :a)',
+        ExpressionAttributeValues: { ':pk': { S: g.pk }, ':a': { S: 'A#' } },
+        ExclusiveStartKey: start,
+      }),
+    );
+    for (const it of page.Items ?? []) if (it.ownerUid?.S) inTable.set(it.address!.S!, it.ownerUid.S);
+    start = page.LastEvaluatedKey as typeof start;
+  } while (start);
+  let lost = 0;
+  for (const [a, uid] of held) if (inTable.get(a) !== uid) lost++;
+  let foreign = 0;
+  for (const [a, uid] of inTable) if (held.get(a) !== uid) foreign++;
+  return { lost, foreign };
+}
+
+function stats(xs: number[]): { mean: number; p99: number; max: number } {
+  if (xs.length === 0) return { mean: 0, p99: 0, max: 0 };
+  const s = [...xs].sort((a, b) => a - b);
+  const p99 = s[Math.min(s.length - 1, Math.ceil(0.99 * s.length) - 1)]!;
+  return { mean: round2(s.reduce((a, b) => a + b, 0) / s.length), p99, max: s[s.length - 1]! };
+}
+
+function round2(x: number): number {
+  return Math.round(x * 100) / 100;
+}
+
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+function render(
+  results: RunResult[],
+  verification: { subnet: string; allocator: string; lost: number; foreign: number }[],
+): string {
+  const head = [
+    'subnet',
+    'fill',
+    'conc',
+    'allocator',
+    'alloc/s',
+    'req/alloc',
+    'req p99',
+    'writes/alloc',
+    'writes p99',
+    'conflicts',
+    'dup',
+    'fail',
+    'x lock',
+    'x raw',
+  ];
+  const rows: string[][] = [];
+  for (const r of results) {
+    const peer = (k: AllocatorKind) =>
+      results.find(
+        (x) =>
+          x.allocator === k &&
+          x.prefix === r.prefix &&
+          x.fillTarget === r.fillTarget &&
+          x.concurrency === r.concurrency,
+      );
+    const lock = peer('lock');
+    const raw = peer('raw');
+    rows.push([
+      `/${r.prefix}`,
+      r.allocator === 'raw'
+        ? `${Math.round(r.fillTarget * 100)}%`
+        : `${Math.round(r.fillTarget * 100)}% (~${Math.round(r.fillMean * 100)}%)`,
+      String(r.concurrency),
+      r.allocator,
+      r.perSecond.toFixed(0),
+      r.requests.mean.toFixed(2),
+      String(r.requests.p99),
+      r.writes.mean.toFixed(2),
+      String(r.writes.p99),
+      String(r.conflicts),
+      String(r.duplicates),
+      String(r.failures),
+      r.allocator === 'ours' && lock ? (r.perSecond / lock.perSecond).toFixed(1) : '',
+      r.allocator === 'ours' && raw ? (r.perSecond / raw.perSecond).toFixed(2) : '',
+    ]);
+  }
+  const width = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padStart(width[i]!)).join('  ');
+  const v = verification.map((x) => `${x.subnet}: lost ${x.lost}, foreign ${x.foreign}`).join('; ');
+  return [
+    line(head),
+    line(width.map((w) => '-'.repeat(w))),
+    ...rows.map(line),
+    '',
+    `table vs bookkeeping: ${v}`,
+  ].join('\n');
+}

@@ -1,0 +1,38 @@
+/** A DynamoDBClient that counts the requests it really sends (reads and writes), by operation. */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+
+const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
+
+export class RequestCounter {
+  reads = 0;
+  writes = 0;
+  readonly byOp = new Map<string, number>();
+  get total(): number {
+    return this.reads + this.writes;
+  }
+  snapshot(): { reads: number; writes: number } {
+    return { reads: this.reads, writes: this.writes };
+  }
+}
+
+export function countingClient(
+  endpoint: string,
+  counter = new RequestCounter(),
+): { client: DynamoDBClient; counter: RequestCounter } {
+  const client = new DynamoDBClient({
+    endpoint,
+    region: 'local',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const op = String(context.commandName ?? '').replace(/Command$/, '');
+      counter.byOp.set(op, (counter.byOp.get(op) ?? 0) + 1);
+      if (WRITES.has(op)) counter.writes++;
+      else counter.reads++;
+      return next(args);
+    },
+    { step: 'finalizeRequest', name: 'countRequests' },
+  );
+  return { client, counter };
+}

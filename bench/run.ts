@@ -1,0 +1,52 @@
+/**
+ * `npm run bench -- <suite> [options]`: runs one benchmark suite, prints its table and writes its JSON under
+ * bench/results/. Suites register below; each is a module exporting `run(args): Promise<SuiteResult>`.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+
+export interface SuiteResult {
+  /** Printed as is (a table). */
+  table: string;
+  /** Written to bench/results/<suite>.json. */
+  json: unknown;
+}
+
+export interface Suite {
+  description: string;
+  run(args: readonly string[]): Promise<SuiteResult>;
+}
+
+/** The registry: name → lazy module (a suite's dependencies load only when it runs). */
+const suites: Record<string, () => Promise<Suite>> = {
+  ipam: async () => (await import('./ipam.js')).suite,
+};
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (!name || name === '--help' || !suites[name]) {
+    const list = await Promise.all(
+      Object.entries(suites).map(async ([n, load]) => `  ${n}  ${(await load()).description}`),
+    );
+    console.log(`usage: npm run bench -- <suite> [options]\n\nsuites:\n${list.join('\n')}`);
+    return name && name !== '--help' ? 2 : 0;
+  }
+  const suite = await suites[name]!();
+  const result = await suite.run(args);
+  console.log(result.table);
+  const dir = fileURLToPath(new URL('./results/', import.meta.url));
+  await mkdir(dir, { recursive: true });
+  const file = `${dir}${name}.json`;
+  await writeFile(file, `${JSON.stringify(result.json, null, 2)}\n`);
+  console.log(`\nwrote ${file}`);
+  return 0;
+}
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
