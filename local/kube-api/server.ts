@@ -31,6 +31,7 @@ import { type ExecServer, upgradeRequired } from './exec.js';
 import type { ExecMatch, Faults, Verb } from './faults.js';
 import { isObject, type JsonObject, type JsonValue } from './json.js';
 import type { DeleteOptions, FieldValidation, Objects, WriteContext } from './objects.js';
+import { decodeProtobufObject, PROTOBUF } from './protobuf.js';
 import type { Registry, ResourceDef } from './registry.js';
 import { type Filter, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { objectKey, type Store } from './store.js';
@@ -171,7 +172,7 @@ function sendJson(
   res.end(text);
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -186,7 +187,7 @@ function readBody(req: IncomingMessage): Promise<string> {
       }
       chunks.push(c);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }
@@ -236,13 +237,15 @@ export class ApiServer {
     try {
       const url = new URL(req.url ?? '/', 'http://local');
       const method = (req.method ?? 'GET').toUpperCase();
-      let body = '';
-      if (method !== 'GET' && method !== 'HEAD') {
-        body = await readBody(req);
-        if (body) rec.body = body.slice(0, 8192);
+      let raw: Buffer = Buffer.alloc(0);
+      if (method !== 'GET' && method !== 'HEAD') raw = await readBody(req);
+      const body = raw.toString('utf8');
+      if (raw.length > 0) {
+        rec.body = String(req.headers['content-type'] ?? '').startsWith(PROTOBUF)
+          ? `<protobuf, ${raw.length} bytes>`
+          : body.slice(0, 8192);
       }
-      rec.status = res.headersSent ? res.statusCode : undefined;
-      await this.route(method, url, req, res, body);
+      await this.route(method, url, req, res, body, raw);
       rec.status = res.statusCode;
     } catch (e) {
       const err = e instanceof ApiError ? e : internalError(e instanceof Error ? e.message : String(e));
@@ -296,6 +299,7 @@ export class ApiServer {
     req: IncomingMessage,
     res: ServerResponse,
     body: string,
+    raw: Buffer,
   ): Promise<void> {
     const path = url.pathname.replace(/\/+$/, '') || '/';
     const accept = String(req.headers.accept ?? '');
@@ -356,7 +360,7 @@ export class ApiServer {
       url.searchParams,
       accept,
       String(req.headers['content-type'] ?? ''),
-      body,
+      { text: body, raw },
       res,
     );
   }
@@ -437,10 +441,14 @@ export class ApiServer {
     query: URLSearchParams,
     accept: string,
     contentType: string,
-    body: string,
+    payload: { text: string; raw: Buffer },
     res: ServerResponse,
   ): Promise<void> {
     const { objects } = this.d;
+    const body = payload.text;
+    // kubectl's typed commands (create namespace, create configmap) send protobuf; everything else JSON.
+    const decode = (): unknown =>
+      contentType.startsWith(PROTOBUF) ? decodeProtobufObject(payload.raw) : parseJsonBody(body);
     if (r.subresource === 'exec') throw upgradeRequired();
     const verb = this.verbOf(method, r, query);
     if (!verb) throw methodNotAllowed(method);
@@ -506,19 +514,12 @@ export class ApiServer {
       }
       case 'create': {
         const ctx = this.writeContext(query);
-        const out = objects.create(r.def, r.namespace, parseJsonBody(body), ctx);
+        const out = objects.create(r.def, r.namespace, decode(), ctx);
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'update': {
         const ctx = this.writeContext(query);
-        const out = objects.replace(
-          r.def,
-          r.namespace,
-          r.name as string,
-          r.subresource,
-          parseJsonBody(body),
-          ctx,
-        );
+        const out = objects.replace(r.def, r.namespace, r.name as string, r.subresource, decode(), ctx);
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'patch': {

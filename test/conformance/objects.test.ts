@@ -509,6 +509,77 @@ kubectlSuite('objects', () => {
     });
   });
 
+  describe('built-in kinds', () => {
+    it('decodes the protobuf bodies of kubectl create namespace and kubectl create configmap', async () => {
+      const [ns, cm] = await Promise.all([
+        env.k('create', 'namespace', 'team-a'),
+        env.k(
+          'create',
+          'configmap',
+          'settings',
+          '-n',
+          'default',
+          '--from-literal=mode=fast',
+          '--from-literal=empty=',
+        ),
+      ]);
+      expect([ns.stdout.trim(), cm.stdout.trim()], `${ns.stderr}${cm.stderr}`).toEqual([
+        'namespace/team-a created',
+        'configmap/settings created',
+      ]);
+      const got = await env.core.readNamespacedConfigMap({ namespace: 'default', name: 'settings' });
+      expect(got.data).toEqual({ mode: 'fast', empty: '' });
+      expect(got.metadata?.generateName).toBeUndefined();
+      const table = await env.k('get', 'cm', 'settings', '-n', 'default');
+      expect(table.stdout).toMatch(/^NAME\s+DATA\s+AGE\nsettings\s+2\s+\d+s\n$/);
+      const namespace = await env.core.readNamespace({ name: 'team-a' });
+      expect([namespace.status?.phase, namespace.spec?.finalizers]).toEqual(['Active', ['kubernetes']]);
+    });
+
+    it('deletes a namespace with everything in it, and refuses to delete kube-system', async () => {
+      await env.core.createNamespacedConfigMap({
+        namespace: 'team-a',
+        body: { metadata: { name: 'inside' } },
+      });
+      const r = await env.k('delete', 'namespace', 'team-a', '--timeout=10s');
+      expect(r.stdout.trim(), r.stderr).toBe('namespace "team-a" deleted');
+      expect(
+        (await apiError(env.core.readNamespacedConfigMap({ namespace: 'team-a', name: 'inside' }))).code,
+      ).toBe(404);
+      const sys = await env.k('delete', 'namespace', 'kube-system');
+      expect(sys.stderr.trim()).toBe(
+        'Error from server (Forbidden): namespaces "kube-system" is forbidden: this namespace may not be deleted',
+      );
+    });
+
+    it('shows events about an object in kubectl get events and kubectl describe', async () => {
+      const subject = (await env.co.createClusterCustomObject({ ...EIP, body: eip('ev-1') })) as Obj;
+      await env.core.createNamespacedEvent({
+        namespace: 'default',
+        body: {
+          metadata: { name: 'ev-1.1' },
+          involvedObject: {
+            apiVersion: 'kubeovn.io/v1',
+            kind: 'IptablesEIP',
+            name: 'ev-1',
+            uid: subject.metadata.uid,
+          },
+          reason: 'EipAdded',
+          message: 'added 172.18.0.5 to gw1',
+          type: 'Normal',
+          source: { component: 'eip-lambdas' },
+          count: 1,
+        },
+      });
+      const events = await env.k('get', 'events', '-n', 'default');
+      expect(events.stdout).toMatch(
+        /LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE\n\S+\s+Normal\s+EipAdded\s+iptableseip\/ev-1\s+added 172\.18\.0\.5 to gw1/,
+      );
+      const described = await env.k('describe', 'eip', 'ev-1');
+      expect(described.stdout).toMatch(/Normal\s+EipAdded\s+\S+\s+eip-lambdas\s+added 172\.18\.0\.5 to gw1/);
+    });
+  });
+
   describe('pods', () => {
     it('runs a created pod: Running, ready, restartCount 0, a start time', async () => {
       await env.core.createNamespacedPod({
