@@ -1,0 +1,40 @@
+/**
+ * Bundles the bridge's container entry point (functions/bridge/main.ts) into one ESM file for `node` — what the
+ * image in infra/bridge/Dockerfile runs, and what the entry-point tests start.
+ *
+ *   npx tsx shared/bridge/build.ts [outfile]        # default .local/bridge/bridge.mjs
+ */
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export const DEFAULT_OUTFILE = `${ROOT}.local/bridge/bridge.mjs`;
+
+export async function bundleBridge(outfile = DEFAULT_OUTFILE): Promise<string> {
+  await build({
+    entryPoints: [`${ROOT}functions/bridge/main.ts`],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    sourcemap: 'linked',
+    legalComments: 'none',
+    logLevel: 'warning',
+    // Some bundled CommonJS packages call require() for Node built-ins; give the ESM bundle one.
+    banner: {
+      js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+    },
+  });
+  return outfile;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  bundleBridge(process.argv[2]).then(
+    (out) => console.log(`bundled ${out}`),
+    (e) => {
+      console.error(e);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,114 @@
+/**
+ * The bridge container's configuration, read once from the environment and validated; every problem is reported
+ * at once (a ConfigError listing them).
+ *
+ * | variable | meaning | default |
+ * |---|---|---|
+ * | `KUBECONFIG` | kubeconfig file; without it the in-cluster ServiceAccount is used | in-cluster |
+ * | `EIP_NAMESPACE` | namespace of the NAT gateway pods (kube-ovn's controller namespace) | `kube-system` |
+ * | `BRIDGE_SINK` | `eventbridge`, `lambda` or `in-process` | `eventbridge` |
+ * | `EVENT_BUS_NAME` | EventBridge bus (eventbridge sink) | the default bus |
+ * | `ADD_FUNCTION`, `UPDATE_FUNCTION`, `RESET_FUNCTION`, `DELETE_FUNCTION` | function name or ARN per handler (lambda sink) | — |
+ * | `RESYNC_SECONDS` | period of the resync that re-sends every EIP to update; 0 = off | `600` |
+ * | `CONCURRENCY` | EIPs handled at once | `16` |
+ * | `HEALTH_PORT`, `HEALTH_HOST` | /healthz, /readyz, /metrics; port 0 = ephemeral | `8080`, `0.0.0.0` |
+ * | `DRAIN_SECONDS` | how long SIGTERM waits for queued events (keep below terminationGracePeriodSeconds) | `25` |
+ * | `STATS_SECONDS` | how often the counters are logged; 0 = never | `60` |
+ * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` | `info` |
+ *
+ * The in-process sink runs the handlers inside the bridge and reads their configuration too (TABLE_NAME, …; see
+ * shared/config/config.ts). AWS clients take region and credentials from the usual AWS_* variables.
+ */
+import { ConfigError } from '../config/config.js';
+import { HANDLERS, type HandlerName } from '../events.js';
+import { type Level, levelFromEnv } from '../observability/log.js';
+
+export const SINKS = ['eventbridge', 'lambda', 'in-process'] as const;
+export type SinkKind = (typeof SINKS)[number];
+
+export interface BridgeConfig {
+  kubeconfig?: string;
+  namespace: string;
+  sink: SinkKind;
+  eventBusName?: string;
+  functions?: Record<HandlerName, string>;
+  resyncMs: number;
+  concurrency: number;
+  healthPort: number;
+  healthHost: string;
+  drainMs: number;
+  statsMs: number;
+  logLevel: Level;
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** A function name, a name with alias/version, or an ARN (partial or full). */
+const FUNCTION = /^(arn:[a-z-]+:lambda:[a-z0-9-]+:\d{12}:function:)?[A-Za-z0-9_-]{1,140}(:[A-Za-z0-9$_-]+)?$/;
+const BUS = /^(arn:[a-z-]+:events:[a-z0-9-]+:\d{12}:event-bus\/)?[A-Za-z0-9._\-/]{1,256}$/;
+
+export const functionVariable = (h: HandlerName): string => `${h.toUpperCase()}_FUNCTION`;
+
+export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly<BridgeConfig> {
+  const problems: string[] = [];
+  const text = (k: string) => env[k]?.trim() || undefined;
+  const int = (k: string, def: number, min: number, max: number): number => {
+    const raw = text(k);
+    if (raw === undefined) return def;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) {
+      problems.push(`${k} must be an integer from ${min} to ${max}, got "${raw}"`);
+      return def;
+    }
+    return n;
+  };
+
+  const namespace = text('EIP_NAMESPACE') ?? 'kube-system';
+  if (!DNS_LABEL.test(namespace) || namespace.length > 63)
+    problems.push(`EIP_NAMESPACE "${namespace}" is not a namespace name`);
+
+  const sink = (text('BRIDGE_SINK') ?? 'eventbridge') as SinkKind;
+  if (!SINKS.includes(sink)) problems.push(`BRIDGE_SINK must be one of ${SINKS.join(', ')}, got "${sink}"`);
+
+  const eventBusName = text('EVENT_BUS_NAME');
+  if (eventBusName && !BUS.test(eventBusName))
+    problems.push(`EVENT_BUS_NAME "${eventBusName}" is not a bus name or ARN`);
+
+  let functions: Record<HandlerName, string> | undefined;
+  if (sink === 'lambda') {
+    const entries = HANDLERS.map((h) => [h, text(functionVariable(h))] as const);
+    const missing = entries.filter(([, v]) => !v).map(([h]) => functionVariable(h));
+    if (missing.length) problems.push(`the lambda sink needs ${missing.join(', ')}`);
+    for (const [h, v] of entries)
+      if (v && !FUNCTION.test(v))
+        problems.push(`${functionVariable(h)} "${v}" is not a function name or ARN`);
+    functions = Object.fromEntries(entries) as Record<HandlerName, string>;
+  }
+
+  const resyncMs = int('RESYNC_SECONDS', 600, 0, 86_400) * 1000;
+  const concurrency = int('CONCURRENCY', 16, 1, 1000);
+  const healthPort = int('HEALTH_PORT', 8080, 0, 65_535);
+  const healthHost = text('HEALTH_HOST') ?? '0.0.0.0';
+  const drainMs = int('DRAIN_SECONDS', 25, 0, 3600) * 1000;
+  const statsMs = int('STATS_SECONDS', 60, 0, 86_400) * 1000;
+  const kubeconfig = env.KUBECONFIG?.split(':')
+    .find((p) => p.trim() !== '')
+    ?.trim();
+  if (!kubeconfig && !env.KUBERNETES_SERVICE_HOST)
+    problems.push('no Kubernetes API: set KUBECONFIG, or run in a pod (KUBERNETES_SERVICE_HOST)');
+
+  if (problems.length) throw new ConfigError(problems);
+  return Object.freeze({
+    ...(kubeconfig && { kubeconfig }),
+    namespace,
+    sink,
+    ...(eventBusName && { eventBusName }),
+    ...(functions && { functions }),
+    resyncMs,
+    concurrency,
+    healthPort,
+    healthHost,
+    drainMs,
+    statsMs,
+    logLevel: levelFromEnv(env.LOG_LEVEL),
+  });
+}

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { loadBridgeConfig } from '../../shared/bridge/config.js';
+import { ConfigError } from '../../shared/config/config.js';
+
+const problemsOf = (env: NodeJS.ProcessEnv): string[] => {
+  try {
+    loadBridgeConfig(env);
+  } catch (e) {
+    if (e instanceof ConfigError) return e.problems;
+    throw e;
+  }
+  return [];
+};
+
+describe('bridge configuration', () => {
+  it('defaults to the EventBridge sink in kube-system, resyncing every 10 minutes, health on 8080', () => {
+    expect(loadBridgeConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1' })).toEqual({
+      namespace: 'kube-system',
+      sink: 'eventbridge',
+      resyncMs: 600_000,
+      concurrency: 16,
+      healthPort: 8080,
+      healthHost: '0.0.0.0',
+      drainMs: 25_000,
+      statsMs: 60_000,
+      logLevel: 'info',
+    });
+  });
+
+  it('reads the lambda sink’s four function names and the first KUBECONFIG file', () => {
+    const c = loadBridgeConfig({
+      KUBECONFIG: '/tmp/a:/tmp/b',
+      BRIDGE_SINK: 'lambda',
+      ADD_FUNCTION: 'eip-add',
+      UPDATE_FUNCTION: 'eip-update:live',
+      RESET_FUNCTION: 'arn:aws:lambda:eu-west-1:123456789012:function:eip-reset',
+      DELETE_FUNCTION: 'eip-delete',
+      RESYNC_SECONDS: '0',
+      HEALTH_PORT: '0',
+    });
+    expect(c).toMatchObject({
+      kubeconfig: '/tmp/a',
+      sink: 'lambda',
+      resyncMs: 0,
+      healthPort: 0,
+      functions: {
+        add: 'eip-add',
+        update: 'eip-update:live',
+        reset: 'arn:aws:lambda:eu-west-1:123456789012:function:eip-reset',
+        delete: 'eip-delete',
+      },
+    });
+  });
+
+  it('reports every problem at once', () => {
+    expect(
+      problemsOf({
+        EIP_NAMESPACE: 'Kube_System',
+        BRIDGE_SINK: 'lambda',
+        ADD_FUNCTION: 'eip add',
+        EVENT_BUS_NAME: 'bad bus',
+        CONCURRENCY: '0',
+        DRAIN_SECONDS: '1.5',
+      }),
+    ).toEqual([
+      'EIP_NAMESPACE "Kube_System" is not a namespace name',
+      'EVENT_BUS_NAME "bad bus" is not a bus name or ARN',
+      'the lambda sink needs UPDATE_FUNCTION, RESET_FUNCTION, DELETE_FUNCTION',
+      'ADD_FUNCTION "eip add" is not a function name or ARN',
+      'CONCURRENCY must be an integer from 1 to 1000, got "0"',
+      'DRAIN_SECONDS must be an integer from 0 to 3600, got "1.5"',
+      'no Kubernetes API: set KUBECONFIG, or run in a pod (KUBERNETES_SERVICE_HOST)',
+    ]);
+  });
+
+  it('rejects an unknown sink', () => {
+    expect(problemsOf({ KUBECONFIG: '/k', BRIDGE_SINK: 'sqs' })).toEqual([
+      'BRIDGE_SINK must be one of eventbridge, lambda, in-process, got "sqs"',
+    ]);
+  });
+});
