@@ -145,6 +145,8 @@ export interface Cluster {
    * @throws GatewayNotReadyError when more than one pod matches
    */
   findGatewayPod(gw: string): Promise<GatewayPod | undefined>;
+  /** Every NAT gateway pod in the namespace (label ovn.kubernetes.io/vpc-nat-gw=true), with its own addresses. */
+  listGatewayPods(): Promise<GatewayPod[]>;
   /** Reads ovn-vpc-nat-gw-config / ovn-vpc-nat-config in the controller namespace. */
   natGwFeature(): Promise<NatGwFeature>;
   /**

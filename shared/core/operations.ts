@@ -4,8 +4,9 @@
  * out of order. Order of effects, always: finalizer → allocation (durable) → gateway → spec/labels → status;
  * and on deletion: gateway cleanup → release → finalizer removal.
  */
-import { parseAddress, poolsOf, withPrefix } from '../domain/addressing.js';
+import { parseAddress, poolsOf, staticAddressProblem, withPrefix } from '../domain/addressing.js';
 import {
+  AddressConflictError,
   InvalidEventError,
   InvalidSpecError,
   NatGwDisabledError,
@@ -197,7 +198,9 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('finalizer');
   if (qos) await assertBindable(deps, eip, qos);
 
-  // 2. Allocation: durable before the gateway is touched.
+  // 2. Allocation: durable before the gateway is touched. Gateway pods' own addresses are claimed for the pods
+  //    first, so they are never handed to an EIP (ADR 0006).
+  await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
   const held = await deps.ipam.findByOwner(owner.uid);
   let v4: Allocation;
   if (requested) {
@@ -235,6 +238,34 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
   await writeReadyStatus(run, eip, { ip: v4.address, redo: redoToken(pod), qos });
   return run.outcome(name, v4.address);
+}
+
+/**
+ * Claims each NAT gateway pod's own address on the EIP's external network (kube-ovn gave it to the pod) for that
+ * pod, owner `pod:<uid>`. Idempotent; an address already held by an EIP is a collision made before this product
+ * managed the subnet, and is reported rather than taken away.
+ */
+async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<void> {
+  const { deps, inv } = run;
+  for (const pod of await deps.cluster.listGatewayPods()) {
+    for (const pool of pools) {
+      const address = pod.addresses?.[pool.subnet];
+      if (!address || staticAddressProblem(pool, address)) continue; // never handed out anyway
+      try {
+        await deps.ipam.claimAddress(pool, address, {
+          uid: `pod:${pod.uid}`,
+          name: `${pod.namespace}/${pod.name}`,
+        });
+      } catch (e) {
+        if (!(e instanceof AddressConflictError)) throw e;
+        inv.log.error('a gateway pod address is allocated to an EIP', {
+          pod: pod.name,
+          address,
+          holder: e.holderUid,
+        });
+      }
+    }
+  }
 }
 
 async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {

@@ -193,6 +193,25 @@ export interface GatewayPod {
   creationTimestamp: string;
   /** `vpc-nat-gw` container: restart count and the start time of its current run (RFC 3339), if running. */
   container?: { restartCount: number; startedAt?: string; ready: boolean };
+  /**
+   * The pod's own addresses on attached networks, by network name, from kube-ovn's annotations
+   * `<network>.<namespace>.kubernetes.io/ip_address` (e.g. its net1 address on the external subnet).
+   */
+  addresses?: Record<string, string>;
+}
+
+/** The pod's own addresses by attached network, from `<network>.<namespace>.kubernetes.io/ip_address` annotations. */
+export function podNetworkAddresses(
+  namespace: string,
+  annotations: Record<string, string> | undefined,
+): Record<string, string> {
+  const suffix = `.${namespace}.kubernetes.io/ip_address`;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(annotations ?? {})) {
+    if (k.endsWith(suffix) && k.length > suffix.length && v)
+      out[k.slice(0, -suffix.length)] = v.split(',')[0]!.trim();
+  }
+  return out;
 }
 
 /** `spec.externalSubnet` as kube-ovn resolves it (util.GetExternalNetwork). */

@@ -186,6 +186,12 @@ export class MemoryCluster implements Cluster {
     return pod;
   }
 
+  async listGatewayPods(): Promise<GatewayPod[]> {
+    return [...this.pods.values()]
+      .filter((p) => p.namespace === this.namespace && p.labels[Label.vpcNatGw] === 'true')
+      .map(({ labels: _labels, ...pod }) => clone(pod));
+  }
+
   async natGwFeature(): Promise<NatGwFeature> {
     const enable = this.configMaps.get(NatGwConfigMap.enable);
     if (!enable) return { enabled: false, reason: `configMap "${NatGwConfigMap.enable}" not configured` };

@@ -5,7 +5,7 @@
  *   never-used one is gone (oldest release first), as kube-ovn does;
  * - owner is the uid: same-owner claims are idempotent, another owner's address is a conflict.
  * Both adapters pass the same contract suite (test/contract/ipam.ts). Order within a phase may differ: the
- * DynamoDB allocator spreads concurrent allocators over the pool on purpose (infra/adr, "IPAM allocation").
+ * DynamoDB allocator spreads concurrent allocators over the pool on purpose (infra/adr/0012).
  */
 import {
   allocatableRanges,

@@ -92,7 +92,7 @@ export function world(options: WorldOptions = {}) {
     log,
 
     /** (Re)creates the gateway pod as the StatefulSet would: a new uid and a fresh, initialised gateway. */
-    createPod(started = clock.now()): MemoryPod {
+    createPod(started = clock.now(), addresses?: Record<string, string>): MemoryPod {
       const at = new Date(started).toISOString();
       const pod: MemoryPod = {
         namespace: 'kube-system',
@@ -102,6 +102,7 @@ export function world(options: WorldOptions = {}) {
         creationTimestamp: at,
         container: { restartCount: 0, startedAt: at, ready: true },
         labels: { [Label.app]: `vpc-nat-gw-${GW}`, [Label.vpcNatGw]: 'true' },
+        ...(addresses && { addresses }),
       };
       cluster.putPod(pod);
       return pod;

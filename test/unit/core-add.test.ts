@@ -40,6 +40,16 @@ describe('add', () => {
     expect(w.net1()).toContain('172.18.0.2/24');
   });
 
+  it("never hands out a gateway pod's own address on the external network: it is claimed for the pod", async () => {
+    const w = world();
+    const pod = w.createPod(undefined, { [SUBNET]: '172.18.0.2', 'vpc1-subnet1': '10.0.1.254' });
+    w.eip('eip-a');
+    expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied', ip: '172.18.0.3' });
+    expect((await w.ipam.findByOwner(`pod:${pod.uid}`)).map((a) => a.address)).toEqual(['172.18.0.2']);
+    w.eip('eip-b', { v4ip: '172.18.0.2' });
+    expect(await w.run('add', 'eip-b')).toMatchObject({ status: 'rejected', code: 'AddressConflict' });
+  });
+
   it('claims exactly the static spec.v4ip', async () => {
     const w = world();
     w.eip('eip-s', { v4ip: '172.18.0.77' });

@@ -33,6 +33,7 @@ import {
   type NatRule,
   type NatRuleKind,
   Plural,
+  podNetworkAddresses,
   type QoSPolicy,
   type Subnet,
   VERSION,
@@ -135,6 +136,7 @@ export function toGatewayPod(pod: V1Pod, fallbackNamespace: string): GatewayPod 
     uid: meta.uid ?? '',
     phase: pod.status?.phase ?? 'Unknown',
     creationTimestamp: rfc3339(meta.creationTimestamp) ?? '',
+    addresses: podNetworkAddresses(meta.namespace ?? fallbackNamespace, meta.annotations),
     ...(status && {
       container: {
         restartCount: status.restartCount ?? 0,
@@ -228,6 +230,16 @@ class K8sCluster implements Cluster {
     }
     const pod = pods[0];
     return pod && toGatewayPod(pod, this.namespace);
+  }
+
+  async listGatewayPods(): Promise<GatewayPod[]> {
+    const labelSelector = `${Label.vpcNatGw}=true`;
+    try {
+      const pods = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector })).items;
+      return pods.map((p) => toGatewayPod(p, this.namespace));
+    } catch (e) {
+      throw translate(e, `list pods in ${this.namespace} -l ${labelSelector}`);
+    }
   }
 
   async natGwFeature(): Promise<NatGwFeature> {
