@@ -114,6 +114,11 @@ describe('handlers on the real adapters', () => {
         .sort(),
     ).toEqual(['egress', 'ingress']);
     expect((await deps.ipam.findByOwner(eip!.metadata.uid)).map((a) => a.address)).toEqual([ip]);
+    // The gateway pod's own external address (from kube-ovn's annotation) is claimed for the pod, never for an EIP.
+    const [pod] = await deps.cluster.listGatewayPods();
+    const own = pod?.addresses?.['ovn-vpc-external-network'];
+    expect(own).toMatch(/^172\.18\.0\.\d+$/);
+    expect((await deps.ipam.findByOwner(`pod:${pod!.uid}`)).map((a) => a.address)).toEqual([own]);
     // The second run finds nothing to do.
     expect(await eipHandler('add', async () => deps)(sample('add.json'), {} as Context)).toEqual({
       status: 'unchanged',
