@@ -8,8 +8,9 @@ import { fileURLToPath } from 'node:url';
 export interface SuiteResult {
   /** Printed as is (a table). */
   table: string;
-  /** Written to bench/results/<suite>.json. */
+  /** Written to bench/results/<file>, by default <suite>.json. */
   json: unknown;
+  file?: string;
 }
 
 export interface Suite {
@@ -36,7 +37,7 @@ async function main(argv: readonly string[]): Promise<number> {
   console.log(result.table);
   const dir = fileURLToPath(new URL('./results/', import.meta.url));
   await mkdir(dir, { recursive: true });
-  const file = `${dir}${name}.json`;
+  const file = `${dir}${result.file ?? `${name}.json`}`;
   await writeFile(file, `${JSON.stringify(result.json, null, 2)}\n`);
   console.log(`\nwrote ${file}`);
   return 0;

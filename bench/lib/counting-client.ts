@@ -15,9 +15,14 @@ export class RequestCounter {
   }
 }
 
+/**
+ * `latencyMs` is added before every request, to model the network round trip of a real table (in-process
+ * dynalite has none, so without it every allocator is bound by the one CPU it shares with the server).
+ */
 export function countingClient(
   endpoint: string,
   counter = new RequestCounter(),
+  latencyMs = 0,
 ): { client: DynamoDBClient; counter: RequestCounter } {
   const client = new DynamoDBClient({
     endpoint,
@@ -30,6 +35,7 @@ export function countingClient(
       counter.byOp.set(op, (counter.byOp.get(op) ?? 0) + 1);
       if (WRITES.has(op)) counter.writes++;
       else counter.reads++;
+      if (latencyMs > 0) await new Promise((r) => setTimeout(r, latencyMs));
       return next(args);
     },
     { step: 'finalizeRequest', name: 'countRequests' },

@@ -1,6 +1,6 @@
 /**
  * Where to look for a never-used address, without scanning the pool and without every allocator racing for
- * the same one (ADR 0002).
+ * the same one (ADR 0012).
  *
  * The slots of a pool are grouped into segments (layout.ts). A segment is *full* when every one of its slots
  * has an address item (held or released: address items are never deleted), and a full segment stays full.

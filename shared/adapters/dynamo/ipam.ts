@@ -1,7 +1,7 @@
 /**
  * The Ipam port on one DynamoDB table, with single-item conditional writes only (dynalite has no transactions).
  * Item types, access patterns and the write order of every protocol: README.md next to this file.
- * Allocation rules (the same as shared/memory/ipam.ts, ADR 0002):
+ * Allocation rules (the same as shared/memory/ipam.ts, ADR 0012):
  * - eligible addresses come from allocatableRanges(): never network, broadcast, gateway or excluded;
  * - claimAny takes never-used addresses first; released ones only after every never-used one is gone,
  *   oldest release first (spread at random over the oldest few, so concurrent allocators do not collide);
