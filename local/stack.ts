@@ -1,0 +1,180 @@
+/**
+ * The local stack: everything the product needs, in one process, on loopback — dynalite, the local Kubernetes API
+ * with the kube-ovn stand-ins, the bridge with the in-process sink, and the four handlers on the real adapters.
+ * `npm start` (scripts/start.ts) runs it; the end-to-end tests start it in-process.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ApiException, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
+import { ensureTable } from '../shared/adapters/dynamo/index.js';
+import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
+import { buildDeps } from '../shared/adapters/live.js';
+import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
+import { loadConfig } from '../shared/config/config.js';
+import { jsonLogger, type Level } from '../shared/observability/log.js';
+import type { Logger } from '../shared/ports.js';
+import { startStandIns } from './controllers/index.js';
+import { demoObjects } from './demo.js';
+import { startLocalDynamo } from './dynamo.js';
+import { type KubeApi, startKubeApi } from './kube-api/index.js';
+
+export const TABLE_NAME = 'eip-lambdas-local-ipam';
+export const NAMESPACE = 'kube-system';
+
+export interface LocalStackOptions {
+  /** Port of the Kubernetes API (0 = ephemeral). */
+  port?: number;
+  /** Where the kubeconfig is written. */
+  kubeconfig?: string;
+  /** Keep the Kubernetes objects and DynamoDB data across restarts. */
+  dataDir?: string;
+  /** Seed the demo objects (default true). */
+  demo?: boolean;
+  /** Where .local/stack.json (read by `npm run invoke`) is written; default next to the kubeconfig. */
+  stackFile?: string;
+  /** In-process sink retries: attempts after the first, and the first backoff. */
+  retries?: number;
+  retryBackoffMs?: number;
+  /** Bridge resync period. */
+  resyncMs?: number;
+  /** Health server port of the bridge (0 = ephemeral, undefined = none). */
+  healthPort?: number;
+  logLevel?: Level;
+  /** Structured logs (handlers, bridge); default: JSON lines on stderr. */
+  log?: Logger;
+  /** Human progress lines; default: stdout. */
+  say?: (line: string) => void;
+}
+
+export interface LocalStack {
+  api: KubeApi;
+  bridge: Bridge;
+  kubeconfig: string;
+  dynamodbEndpoint: string;
+  tableName: string;
+  deadLetters(): ReturnType<ReturnType<typeof inProcessSink>['deadLetters']>;
+  /** Resolves when the in-process sink has nothing queued or running. */
+  idle(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const say = options.say ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const log =
+    options.log ??
+    jsonLogger({
+      level: options.logLevel ?? 'info',
+      write: (l) => process.stderr.write(`${l}\n`),
+      fields: { service: 'local-stack' },
+    });
+  const kubeconfig = resolve(options.kubeconfig ?? '.local/kubeconfig');
+  const stackFile = resolve(options.stackFile ?? join(dirname(kubeconfig), 'stack.json'));
+  const dataDir = options.dataDir ? resolve(options.dataDir) : undefined;
+  const stops: (() => Promise<void>)[] = [];
+  const stop = async (): Promise<void> => {
+    for (const s of stops.reverse())
+      await s().catch((e: unknown) => log.warn('stop step failed', { error: String(e) }));
+    stops.length = 0;
+  };
+
+  try {
+    if (dataDir) await mkdir(dataDir, { recursive: true });
+    const dynamo = await startLocalDynamo({ ...(dataDir && { dataDir: join(dataDir, 'dynamodb') }) });
+    stops.push(() => dynamo.close());
+    const client = new DynamoDBClient({
+      endpoint: dynamo.endpoint,
+      region: 'local',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    });
+    stops.push(async () => client.destroy());
+    await ensureTable(client, TABLE_NAME);
+    say(
+      `dynamodb: dynalite at ${dynamo.endpoint}, table ${TABLE_NAME}${dataDir ? ` (data in ${dataDir}/dynamodb)` : ' (in memory)'}`,
+    );
+
+    const api = await startKubeApi({
+      ...(options.port !== undefined && { port: options.port }),
+      ...(dataDir && { dataDir: join(dataDir, 'kube') }),
+    });
+    stops.push(() => api.close());
+    await mkdir(dirname(kubeconfig), { recursive: true });
+    await api.writeKubeconfig(kubeconfig);
+    say(`kubernetes: local API at ${api.url}, kubeconfig ${kubeconfig}`);
+
+    const kubeConfig = kubeConfigFromFile(kubeconfig);
+    const standIns = await startStandIns({ kubeConfig, namespace: NAMESPACE, log: (l) => log.debug(l) });
+    stops.push(() => standIns.stop());
+
+    const config = loadConfig({
+      KUBECONFIG: kubeconfig,
+      TABLE_NAME,
+      DYNAMODB_ENDPOINT: dynamo.endpoint,
+      EIP_NAMESPACE: NAMESPACE,
+      LOG_LEVEL: options.logLevel ?? 'info',
+    });
+    const deps = buildDeps(config, { kubeConfig, dynamo: client, log });
+    const sink = inProcessSink({
+      getDeps: async () => deps,
+      retries: options.retries ?? 5,
+      backoffMs: options.retryBackoffMs ?? 500,
+      log,
+    });
+    const bridge = await startBridge({
+      kubeConfig,
+      namespace: NAMESPACE,
+      sink,
+      log,
+      ...(options.resyncMs !== undefined && { resyncMs: options.resyncMs }),
+      ...(options.healthPort !== undefined && { healthPort: options.healthPort }),
+    });
+    stops.push(() => bridge.drain(10_000));
+    await bridge.ready();
+    say(
+      `bridge: watching kubeovn.io/v1 EIPs, NAT rules, QoS policies and gateway pods in ${NAMESPACE}${bridge.healthUrl ? `; health at ${bridge.healthUrl}` : ''}`,
+    );
+
+    if (options.demo !== false) await seedDemo(kubeConfig, say);
+
+    await mkdir(dirname(stackFile), { recursive: true });
+    await writeFile(
+      stackFile,
+      `${JSON.stringify({ kubeconfig, dynamodbEndpoint: dynamo.endpoint, tableName: TABLE_NAME, namespace: NAMESPACE, api: api.url }, null, 2)}\n`,
+    );
+    stops.push(async () => {
+      await writeFile(stackFile, '{}\n').catch(() => undefined);
+    });
+
+    return {
+      api,
+      bridge,
+      kubeconfig,
+      dynamodbEndpoint: dynamo.endpoint,
+      tableName: TABLE_NAME,
+      deadLetters: () => sink.deadLetters(),
+      idle: () => sink.idle(),
+      stop,
+    };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/** Creates the demo objects that are missing (an existing one, e.g. from --data-dir, is left as it is). */
+async function seedDemo(
+  kubeConfig: Parameters<typeof KubernetesObjectApi.makeApiClient>[0],
+  say: (l: string) => void,
+) {
+  const client = KubernetesObjectApi.makeApiClient(kubeConfig);
+  for (const obj of demoObjects(NAMESPACE)) {
+    const what = `${obj.kind} ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name}`;
+    try {
+      await client.create(obj as KubernetesObject);
+      say(`demo: created ${what}`);
+    } catch (e) {
+      if (e instanceof ApiException && e.code === 409) say(`demo: ${what} already exists`);
+      else throw e;
+    }
+  }
+}

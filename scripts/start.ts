@@ -1,0 +1,132 @@
+/**
+ * npm start -- [options]: the whole product on one machine (see local/stack.ts), until Ctrl-C.
+ */
+import { parseArgs } from 'node:util';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { startLocalStack } from '../local/stack.js';
+import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
+import { levelFromEnv } from '../shared/observability/log.js';
+
+const USAGE = `usage: npm start -- [options]
+
+Runs eip-lambdas on one machine: a local DynamoDB (dynalite), a local Kubernetes API with kube-ovn's CRDs and a
+simulated NAT gateway, the bridge, and the four handlers. Writes a kubeconfig for kubectl, then prints a line
+starting with "ready:". Ctrl-C drains and exits.
+
+options:
+  --port N            port of the Kubernetes API (default: a free one)
+  --kubeconfig FILE   where to write the kubeconfig (default: .local/kubeconfig)
+  --data-dir DIR      keep Kubernetes objects and allocations in DIR across restarts (default: in memory)
+  --no-demo           start empty (no ConfigMaps, subnet, gateway, QoS policy or EIP)
+  --log-level LEVEL   debug, info, warn or error for the JSON logs on stderr (default: warn)
+  -h, --help          show this help`;
+
+function fail(message: string): never {
+  process.stderr.write(`start: ${message}\n\n${USAGE}\n`);
+  process.exit(2);
+}
+
+async function main(): Promise<void> {
+  // AWS SDK v3 warns once on Node 20 that later releases will need Node 22; the pinned versions run on both.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        port: { type: 'string' },
+        kubeconfig: { type: 'string' },
+        'data-dir': { type: 'string' },
+        'no-demo': { type: 'boolean' },
+        'log-level': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const port = values.port === undefined ? 0 : Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    fail(`--port must be a port number, got "${values.port}"`);
+  const level = levelFromEnv(typeof values['log-level'] === 'string' ? values['log-level'] : 'warn');
+
+  const stack = await startLocalStack({
+    port,
+    kubeconfig: typeof values.kubeconfig === 'string' ? values.kubeconfig : '.local/kubeconfig',
+    ...(typeof values['data-dir'] === 'string' && { dataDir: values['data-dir'] }),
+    demo: !values['no-demo'],
+    logLevel: level,
+    healthPort: 0,
+  });
+  process.stdout.write(
+    `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}\n`,
+  );
+  process.stdout.write(`try: kubectl --kubeconfig ${stack.kubeconfig} get iptables-eips\n`);
+  process.stdout.write(
+    `     kubectl --kubeconfig ${stack.kubeconfig} exec -n kube-system vpc-nat-gw-gw1-0 -c vpc-nat-gw -- ip -o addr show dev net1\n`,
+  );
+  process.stdout.write('     npm run invoke -- update events/update.json\n');
+  if (!values['no-demo']) void reportDemo(stack.kubeconfig);
+
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`\n${signal}: draining the bridge and stopping\n`);
+    const dead = stack.deadLetters();
+    await stack.stop();
+    if (dead.length) {
+      process.stdout.write(`${dead.length} event(s) failed every retry (dead letters):\n`);
+      for (const d of dead)
+        process.stdout.write(`  ${d.event.handler} ${d.event.object.name} (${d.event.reason}): ${d.error}\n`);
+    }
+    process.stdout.write('stopped\n');
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+/** Tells the newcomer when the demo EIP is Ready (or why not), without blocking the stack. */
+async function reportDemo(kubeconfig: string): Promise<void> {
+  const api = kubeConfigFromFile(kubeconfig).makeApiClient(CustomObjectsApi);
+  for (let i = 0; i < 50; i++) {
+    const eip = (await api
+      .getClusterCustomObject({
+        group: 'kubeovn.io',
+        version: 'v1',
+        plural: 'iptables-eips',
+        name: 'demo-eip',
+      })
+      .catch(() => undefined)) as
+      | {
+          status?: {
+            ready?: boolean;
+            ip?: string;
+            conditions?: { type: string; status: string; message?: string }[];
+          };
+        }
+      | undefined;
+    if (eip?.status?.ready) {
+      process.stdout.write(`demo: iptables-eip demo-eip is Ready with ${eip.status.ip} on gateway gw1\n`);
+      return;
+    }
+    const failed = eip?.status?.conditions?.find((c) => c.type === 'Validated' && c.status === 'False');
+    if (failed) {
+      process.stdout.write(`demo: iptables-eip demo-eip was rejected: ${failed.message}\n`);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  process.stdout.write(
+    'demo: iptables-eip demo-eip is not Ready after 10 s; see the logs (--log-level info)\n',
+  );
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`start: ${(e as Error).stack ?? String(e)}\n`);
+  process.exit(1);
+});

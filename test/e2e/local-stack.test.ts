@@ -1,0 +1,275 @@
+/**
+ * End to end on the local stack: kubectl and client-node as users, the bridge routing, the handlers on the real
+ * adapters (DynamoDB IPAM in dynalite, pods/exec into the simulated gateway).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
+import { type LocalStack, startLocalStack } from '../../local/stack.js';
+import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
+import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { memoryLogger } from '../../shared/observability/log.js';
+import { kubectlOrSkip } from '../support/kubectl.js';
+
+const { skip } = kubectlOrSkip();
+const NS = 'kube-system';
+const POD = 'vpc-nat-gw-gw1-0';
+const group = 'kubeovn.io';
+const version = 'v1';
+
+let stack: LocalStack;
+let dir: string;
+let custom: CustomObjectsApi;
+let core: CoreV1Api;
+
+const eipYaml = (name: string, spec: Record<string, string>) =>
+  `apiVersion: kubeovn.io/v1\nkind: IptablesEIP\nmetadata:\n  name: ${name}\nspec:\n${Object.entries(spec)
+    .map(([k, v]) => `  ${k}: ${v}`)
+    .join('\n')}\n`;
+
+async function getEip(name: string): Promise<IptablesEip | undefined> {
+  try {
+    return (await custom.getClusterCustomObject({
+      group,
+      version,
+      plural: 'iptables-eips',
+      name,
+    })) as IptablesEip;
+  } catch {
+    return undefined;
+  }
+}
+
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs = 10_000,
+): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: T | undefined | false;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last) return last;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)})`);
+}
+
+const sim = () => {
+  const s = stack.api.gateways.get(NS, POD);
+  if (!s) throw new Error('no simulated gateway behind the gateway pod');
+  return s;
+};
+const net1 = () => sim().net1Addresses();
+const tcOf = (ip: string) =>
+  sim()
+    .tcFilters()
+    .filter((f) => f.ip === ip)
+    .map((f) => `${f.direction} ${f.rate}`)
+    .sort();
+
+async function ready(name: string): Promise<IptablesEip> {
+  return until(`${name} Ready`, async () => {
+    const e = await getEip(name);
+    return e?.status?.ready && e.status.ip ? e : undefined;
+  });
+}
+
+async function apply(yaml: string): Promise<void> {
+  const r = await kubectlWith(stack.api, { stdin: yaml }, 'apply', '-f', '-');
+  expect(r.code, r.stderr).toBe(0);
+}
+
+async function ipamHolds(uid: string): Promise<string[]> {
+  const client = new DynamoDBClient({
+    endpoint: stack.dynamodbEndpoint,
+    region: 'local',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  try {
+    return (await createDynamoIpam({ client, tableName: stack.tableName }).findByOwner(uid)).map(
+      (a) => a.address,
+    );
+  } finally {
+    client.destroy();
+  }
+}
+
+describe.skipIf(skip)('the local stack, end to end', () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'eip-e2e-'));
+    stack = await startLocalStack({
+      kubeconfig: join(dir, 'kubeconfig'),
+      log: memoryLogger('warn'),
+      say: () => {},
+      retries: 20,
+      retryBackoffMs: 100,
+    });
+    const kc = new KubeConfig();
+    kc.loadFromFile(stack.kubeconfig);
+    custom = kc.makeApiClient(CustomObjectsApi);
+    core = kc.makeApiClient(CoreV1Api);
+    await ready('demo-eip');
+  }, 60_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('makes the demo EIP Ready with its QoS, visible through kubectl get and kubectl exec', async () => {
+    const eip = await ready('demo-eip');
+    expect(eip.status?.qosPolicy).toBe('qos-demo');
+    const get = await kubectl(stack.api, 'get', 'iptables-eips', 'demo-eip');
+    expect(get.stdout).toMatch(/NAME\s+NAMESPACE\s+EXTERNALSUBNET\s+IP\s+MAC\s+NAT\s+NATGWDP\s+READY/);
+    expect(get.stdout).toMatch(
+      new RegExp(`demo-eip\\s+${eip.status!.ip!.replace(/\./g, '\\.')}\\s+\\S+\\s+gw1\\s+true`),
+    );
+    const exec = await kubectl(
+      stack.api,
+      'exec',
+      '-n',
+      NS,
+      POD,
+      '-c',
+      'vpc-nat-gw',
+      '--',
+      'ip',
+      '-o',
+      'addr',
+      'show',
+      'dev',
+      'net1',
+    );
+    expect(exec.code, exec.stderr).toBe(0);
+    expect(exec.stdout).toContain(`inet ${eip.status!.ip}/24`);
+    expect(tcOf(eip.status!.ip!)).toEqual(['egress 10Mbit', 'ingress 20Mbit']);
+  });
+
+  it('creates a random and a static EIP applied with kubectl', async () => {
+    await apply(eipYaml('e2e-random', { natGwDp: 'gw1' }));
+    await apply(eipYaml('e2e-static', { natGwDp: 'gw1', v4ip: '172.18.0.200' }));
+    const random = await ready('e2e-random');
+    const fixed = await ready('e2e-static');
+    expect(fixed.status?.ip).toBe('172.18.0.200');
+    expect(random.status?.ip).not.toBe(fixed.status?.ip);
+    expect(net1()).toEqual(expect.arrayContaining([`${random.status!.ip}/24`, '172.18.0.200/24']));
+    expect(await ipamHolds(fixed.metadata.uid)).toEqual(['172.18.0.200']);
+  });
+
+  it('rejects a static request for the subnet gateway with a condition, before any exec', async () => {
+    await apply(eipYaml('e2e-gw', { natGwDp: 'gw1', v4ip: '172.18.0.1' }));
+    const e = await until('a Validated=False condition', async () => {
+      const x = await getEip('e2e-gw');
+      return x?.status?.conditions?.find((c) => c.type === 'Validated' && c.status === 'False');
+    });
+    expect(e.message).toMatch(/172\.18\.0\.1 is the gateway of subnet ovn-vpc-external-network/);
+    expect(net1()).not.toContain('172.18.0.1/24');
+  });
+
+  it('binds, changes and unbinds QoS with kubectl patch, and the tc filters follow', async () => {
+    await apply(
+      'apiVersion: kubeovn.io/v1\nkind: QoSPolicy\nmetadata:\n  name: e2e-slow\nspec:\n  bindingType: EIP\n  bandwidthLimitRules:\n  - name: in\n    direction: ingress\n    priority: 1\n    rateMax: "3"\n    burstMax: "3"\n',
+    );
+    await apply(eipYaml('e2e-qos', { natGwDp: 'gw1' }));
+    const ip = (await ready('e2e-qos')).status!.ip!;
+    const patch = (body: string) =>
+      kubectl(stack.api, 'patch', 'iptables-eip', 'e2e-qos', '--type=merge', '-p', body);
+    expect((await patch('{"spec":{"qosPolicy":"e2e-slow"}}')).code).toBe(0);
+    await until('slow QoS on the gateway', async () => tcOf(ip).join() === 'ingress 3Mbit');
+    expect((await patch('{"spec":{"qosPolicy":"qos-demo"}}')).code).toBe(0);
+    await until('demo QoS on the gateway', async () => tcOf(ip).join() === 'egress 10Mbit,ingress 20Mbit');
+    expect(
+      (
+        await kubectl(
+          stack.api,
+          'patch',
+          'iptables-eip',
+          'e2e-qos',
+          '--type=json',
+          '-p',
+          '[{"op":"remove","path":"/spec/qosPolicy"}]',
+        )
+      ).code,
+    ).toBe(0);
+    await until('no QoS on the gateway', async () => tcOf(ip).length === 0);
+    const eip = await until('status.qosPolicy cleared', async () => {
+      const x = await getEip('e2e-qos');
+      return x?.status?.qosPolicy === '' ? x : undefined;
+    });
+    expect(eip.metadata.labels).not.toHaveProperty(['ovn.kubernetes.io/qos']);
+  });
+
+  it('follows a NAT rule added and removed in status.nat, and deletion waits while the rule uses the EIP', async () => {
+    await apply(eipYaml('e2e-nat', { natGwDp: 'gw1' }));
+    const eip = await ready('e2e-nat');
+    await apply(
+      'apiVersion: kubeovn.io/v1\nkind: IptablesFIPRule\nmetadata:\n  name: e2e-fip\nspec:\n  eip: e2e-nat\n  internalIp: 10.0.1.10\n',
+    );
+    await until('status.nat=fip', async () => (await getEip('e2e-nat'))?.status?.nat === 'fip');
+
+    const del = await kubectl(stack.api, 'delete', 'iptables-eip', 'e2e-nat', '--wait=false');
+    expect(del.code, del.stderr).toBe(0);
+    const waiting = await until('a Deleting condition', async () =>
+      (await getEip('e2e-nat'))?.status?.conditions?.find(
+        (c) => c.type === 'Deleting' && c.status === 'True',
+      ),
+    );
+    expect(waiting.message).toMatch(/still in use by fip\/e2e-fip/);
+    expect(net1()).toContain(`${eip.status!.ip}/24`);
+
+    expect((await kubectl(stack.api, 'delete', 'iptables-fip-rule', 'e2e-fip')).code).toBe(0);
+    await until('the EIP gone', async () => !(await getEip('e2e-nat')));
+    expect(net1()).not.toContain(`${eip.status!.ip}/24`);
+    expect(await ipamHolds(eip.metadata.uid)).toEqual([]);
+  });
+
+  it('deletes through the finalizer: address off net1, allocation released, object gone', async () => {
+    await apply(eipYaml('e2e-del', { natGwDp: 'gw1', qosPolicy: 'qos-demo' }));
+    const eip = await ready('e2e-del');
+    expect(eip.metadata.finalizers).toContain('kubeovn.io/kube-ovn-controller');
+    const r = await kubectl(stack.api, 'delete', 'iptables-eip', 'e2e-del', '--timeout=20s');
+    expect(r.code, r.stderr).toBe(0);
+    expect(await getEip('e2e-del')).toBeUndefined();
+    expect(net1()).not.toContain(`${eip.status!.ip}/24`);
+    expect(tcOf(eip.status!.ip!)).toEqual([]);
+    expect(await ipamHolds(eip.metadata.uid)).toEqual([]);
+  });
+
+  it('restores addresses and QoS on a re-created gateway pod (redo)', async () => {
+    const demo = await ready('demo-eip');
+    const oldPod = await core.readNamespacedPod({ name: POD, namespace: NS });
+    expect((await kubectl(stack.api, 'delete', 'pod', '-n', NS, POD)).code).toBe(0);
+    await until('a new gateway pod', async () => {
+      const p = await core.readNamespacedPod({ name: POD, namespace: NS }).catch(() => undefined);
+      return p && p.metadata?.uid !== oldPod.metadata?.uid && p.status?.phase === 'Running';
+    });
+    await until('the demo address back on the new pod', async () => net1().includes(`${demo.status!.ip}/24`));
+    await until('its QoS back', async () => tcOf(demo.status!.ip!).length === 2);
+    const after = await until('status.redo moved', async () => {
+      const e = await getEip('demo-eip');
+      return e?.status?.ready && e.status.redo !== demo.status?.redo ? e : undefined;
+    });
+    expect(after.status?.ip).toBe(demo.status?.ip);
+  });
+
+  it('restores addresses and QoS after a container restart (kill 1)', async () => {
+    const demo = await ready('demo-eip');
+    const before = sim().net1Addresses();
+    expect(before).toContain(`${demo.status!.ip}/24`);
+    await kubectl(stack.api, 'exec', '-n', NS, POD, '-c', 'vpc-nat-gw', '--', 'kill', '1');
+    await until('the container restarted', async () => {
+      const p = await core.readNamespacedPod({ name: POD, namespace: NS });
+      return (p.status?.containerStatuses?.find((c) => c.name === 'vpc-nat-gw')?.restartCount ?? 0) > 0;
+    });
+    await until('the demo address back after the restart', async () =>
+      net1().includes(`${demo.status!.ip}/24`),
+    );
+    await until('its QoS back', async () => tcOf(demo.status!.ip!).length === 2);
+    expect(stack.deadLetters()).toEqual([]);
+  });
+});
