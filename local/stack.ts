@@ -3,7 +3,7 @@
  * with the kube-ovn stand-ins, the bridge with the in-process sink, and the four handlers on the real adapters.
  * `npm start` (scripts/start.ts) runs it; the end-to-end tests start it in-process.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ApiException, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
@@ -142,7 +142,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       `${JSON.stringify({ kubeconfig, dynamodbEndpoint: dynamo.endpoint, tableName: TABLE_NAME, namespace: NAMESPACE, api: api.url }, null, 2)}\n`,
     );
     stops.push(async () => {
-      await writeFile(stackFile, '{}\n').catch(() => undefined);
+      await rm(stackFile, { force: true });
     });
 
     return {
