@@ -498,6 +498,22 @@ kubectlSuite('objects', () => {
       ]);
     });
 
+    it('refuses a body that is not JSON with 400 BadRequest', async () => {
+      const r = await fetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{"apiVersion":',
+      });
+      expect(r.status).toBe(400);
+      expect(r.headers.get('content-type')).toBe('application/json');
+      expect(await r.json()).toMatchObject({
+        kind: 'Status',
+        status: 'Failure',
+        reason: 'BadRequest',
+        code: 400,
+      });
+    });
+
     it('refuses a pod in a namespace that does not exist', async () => {
       const e = await apiError(
         env.core.createNamespacedPod({
