@@ -13,7 +13,13 @@ import {
   PermanentError,
   UnsupportedChangeError,
 } from '../domain/errors.js';
-import { externalNetworkOf, type IptablesEip, Label, type Subnet } from '../domain/kube-ovn.js';
+import {
+  DEFAULT_EXTERNAL_SUBNET,
+  externalNetworkOf,
+  type IptablesEip,
+  Label,
+  type Subnet,
+} from '../domain/kube-ovn.js';
 import type { Allocation, Deps, EipStatusChange, GatewayPod, Pool } from '../ports.js';
 import { runGateway, runningGatewayPod } from './gateway.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
@@ -178,8 +184,16 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   // Validate everything we can before anything is allocated or configured.
   const target = await targetOf(deps, eip0);
-  if (!(await deps.cluster.getVpcNatGateway(gwName)))
-    throw new InvalidSpecError(`vpc nat gateway ${gwName} not found`);
+  const gateway = await deps.cluster.getVpcNatGateway(gwName);
+  if (!gateway) throw new InvalidSpecError(`vpc nat gateway ${gwName} not found`);
+  // D25: an address from a subnet the gateway is not attached to would land on net1 and re-point its default route.
+  const attached = gateway.spec.externalSubnets?.length
+    ? gateway.spec.externalSubnets
+    : [DEFAULT_EXTERNAL_SUBNET];
+  if (!attached.includes(target.v4.subnet))
+    throw new InvalidSpecError(
+      `vpc nat gateway ${gwName} is not attached to subnet ${target.v4.subnet} (its external subnets: ${attached.join(', ')})`,
+    );
   const requested = eip0.spec.v4ip?.trim();
   if (requested && parseAddress(requested)?.family !== 4)
     throw new InvalidSpecError(`failed to parse eip ip ${requested}`);

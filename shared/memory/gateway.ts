@@ -49,7 +49,7 @@ export class MemoryGateway implements Gateway {
     this.initialise(sim);
   }
 
-  /** The next `count` calls (of `op`, if given) exit non-zero. */
+  /** The next `count` calls (of `op`, if given) exit with `exitCode` (default 1) and `stderr`, without running. */
   failNext(count: number, options: { op?: NatGwOp; exitCode?: number; stderr?: string } = {}): void {
     this.failures.push({
       remaining: count,
@@ -78,6 +78,8 @@ export class MemoryGateway implements Gateway {
     const fault = this.failures.find((f) => f.remaining > 0 && (!f.match || f.match === op));
     if (fault) {
       fault.remaining -= 1;
+      // Exit status 0 with output on stderr (a tool's warning) is what D28 is about: not a failure.
+      if (fault.exitCode === 0) return { stdout: '', stderr: fault.stderr };
       throw new GatewayCommandError(
         `command terminated with non-zero exit code: exit status ${fault.exitCode}`,
         fault.exitCode,

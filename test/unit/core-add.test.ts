@@ -88,6 +88,18 @@ describe('add', () => {
     expect(w.metrics.total('Allocations')).toBe(1);
   });
 
+  it('treats output on stderr with exit status 0 as success (D28)', async () => {
+    const w = world();
+    w.eip('eip-a');
+    w.gateway.failNext(1, {
+      op: 'eip-add',
+      exitCode: 0,
+      stderr: 'iptables-legacy tables present, use iptables-legacy to see them',
+    });
+    expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied' });
+    expect(w.get('eip-a')?.status?.ready).toBe(true);
+  });
+
   it('gives a dual-stack EIP a v4 and a v6 address, and configures only the v4 on the gateway', async () => {
     const w = world({ cidrBlock: '172.18.0.0/24,fd00:18::/120', gateway: '172.18.0.1,fd00:18::1' });
     w.eip('eip-d');
@@ -205,9 +217,18 @@ describe('add rejects, before any exec, what it cannot serve', () => {
     ['an empty natGwDp', { natGwDp: '' }, /natGwDp" cannot be empty/],
     ['a missing VpcNatGateway', { natGwDp: 'nope' }, /vpc nat gateway nope not found/],
     ['a missing external subnet', { externalSubnet: 'nope' }, /subnet nope not found/],
+    [
+      'a subnet the gateway is not attached to (D25)',
+      { externalSubnet: 'other-ext' },
+      /not attached to subnet other-ext/,
+    ],
   ];
   it.each(cases)('a static request for %s', async (_what, spec, message) => {
     const w = world();
+    w.cluster.subnets.set('other-ext', {
+      ...w.cluster.subnets.get('ovn-vpc-external-network')!,
+      metadata: { name: 'other-ext', uid: 'u2', resourceVersion: '1' },
+    });
     w.eip('eip-x', spec);
     const outcome = await w.run('add', 'eip-x');
     expect(outcome).toMatchObject({ status: 'rejected', message: expect.stringMatching(message) });

@@ -102,6 +102,17 @@ describe('update: deletion branch', () => {
     expect(w.get('eip-a')).toBeUndefined();
   });
 
+  it('skips in-pod cleanup while the NAT gateway feature is off (kube-ovn removed the gateways), and still releases (D7)', async () => {
+    const w = world();
+    await ready(w, 'eip-a');
+    w.cluster.enableNatGw(false);
+    w.cluster.deleteEip('eip-a');
+    expect(await w.run('update', 'eip-a', 'deletion-requested')).toMatchObject({ status: 'applied' });
+    expect(w.gateway.calls).toEqual([]);
+    expect(w.ipam.allocations.size).toBe(0);
+    expect(w.get('eip-a')).toBeUndefined();
+  });
+
   it('retries while the VpcNatGateway exists but its pod is missing, keeping finalizer and allocation (D8)', async () => {
     const w = world();
     await ready(w, 'eip-a');
