@@ -329,9 +329,12 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   const pod = await runningGatewayPod(deps, gwName);
   const token = redoToken(pod);
-  // Redo (D12, D15): the gateway restarted since we configured it (the token moved), or someone asked for a
-  // redo the kube-ovn way (ready=false).
-  const redo = eip.status?.redo !== token || eip.status?.ready !== true;
+  // Redo (D12, D15): the gateway restarted since we configured it (the token moved), someone asked for a redo the
+  // kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second resolution (as
+  // Kubernetes' startedAt), so a restart within the same second is only visible through that last hint; re-adding
+  // is idempotent, so trusting it costs one exec per EIP.
+  const redo =
+    eip.status?.redo !== token || eip.status?.ready !== true || inv.event.reason === 'gateway-restarted';
   if (redo) await run.gw(pod, 'eip-add', [`${withPrefix(target.v4, ip)},${target.v4.gateway}`]);
 
   const policyEdited = inv.event.reason === 'qos-policy-changed' && wantQos === haveQos && wantQos !== '';

@@ -253,6 +253,14 @@ describe('update: redo after a gateway restart (D12, D15)', () => {
     expect(w.get('eip-a')?.status?.redo).toBe(w.pod().container?.startedAt?.slice(0, 19));
   });
 
+  it('a gateway-restarted event re-applies the address even when the restart fell in the same second', async () => {
+    const w = world();
+    await ready(w, 'eip-a');
+    w.gateway.restart(w.pod()); // state lost, start time unchanged at one-second resolution
+    await w.run('update', 'eip-a', 'gateway-restarted', { gateway: 'gw1' });
+    expect(w.net1()).toContain('172.18.0.2/24');
+  });
+
   it('a redo requested the kube-ovn way (status.ready=false) re-applies the address', async () => {
     const w = world();
     await ready(w, 'eip-a');
