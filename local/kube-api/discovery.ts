@@ -37,8 +37,10 @@ function subresourcesOf(def: ResourceDef): Sub[] {
   const out: Sub[] = [];
   const same = { kind: def.kind, group: def.group, version: def.version };
   if (def.statusSubresource) out.push({ name: 'status', ...same, verbs: ['get', 'patch', 'update'] });
-  if (def.exec)
+  if (def.exec) {
     out.push({ name: 'exec', kind: 'PodExecOptions', group: '', version: 'v1', verbs: ['create', 'get'] });
+    out.push({ name: 'log', kind: 'Pod', group: '', version: 'v1', verbs: ['get'] });
+  }
   return out;
 }
 

@@ -395,7 +395,8 @@ export class ApiServer {
     if (rest[1] !== undefined) route.name = rest[1];
     if (rest[2] !== undefined) {
       const sub = rest[2];
-      if (!((sub === 'status' && def.statusSubresource) || (sub === 'exec' && def.exec))) return undefined;
+      if (!((sub === 'status' && def.statusSubresource) || ((sub === 'exec' || sub === 'log') && def.exec)))
+        return undefined;
       route.subresource = sub;
     }
     // A namespaced object needs its namespace in the path (collections may be listed across namespaces).
@@ -450,6 +451,7 @@ export class ApiServer {
     const decode = (): unknown =>
       contentType.startsWith(PROTOBUF) ? decodeProtobufObject(payload.raw) : parseJsonBody(body);
     if (r.subresource === 'exec') throw upgradeRequired();
+    if (r.subresource === 'log') return this.podLog(method, r, query, res);
     const verb = this.verbOf(method, r, query);
     if (!verb) throw methodNotAllowed(method);
     if (r.subresource === 'status' && (verb === 'delete' || verb === 'deletecollection'))
@@ -544,6 +546,39 @@ export class ApiServer {
         return sendJson(res, 200, out);
       }
     }
+  }
+
+  /** pods/log: the local containers write nothing to their stdout, so every log is empty. */
+  private async podLog(
+    method: string,
+    r: ResourceRoute,
+    query: URLSearchParams,
+    res: ServerResponse,
+  ): Promise<void> {
+    if (method !== 'GET') throw methodNotAllowed(method);
+    const pod = this.d.objects.getStored(r.def, r.namespace, r.name as string);
+    const spec = isObject(pod.spec) ? pod.spec : {};
+    const names = [
+      ...(Array.isArray(spec.containers) ? spec.containers : []),
+      ...(Array.isArray(spec.initContainers) ? spec.initContainers : []),
+    ]
+      .filter(isObject)
+      .map((c) => String(c.name));
+    const container = query.get('container');
+    if (
+      container === null &&
+      names.length > 1 &&
+      !(Array.isArray(spec.containers) && spec.containers.length === 1)
+    ) {
+      throw badRequest(
+        `a container name must be specified for pod ${r.name as string}, choose one of: [${names.join(' ')}]`,
+      );
+    }
+    if (container !== null && !names.includes(container)) {
+      throw badRequest(`container ${container} is not valid for pod ${r.name as string}`);
+    }
+    res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': 0 });
+    res.end();
   }
 
   private deleteOptions(body: string, query: URLSearchParams): DeleteOptions {

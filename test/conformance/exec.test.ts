@@ -167,6 +167,15 @@ kubectlSuite('pods/exec', () => {
     });
   });
 
+  it('answers kubectl logs with the empty log of a container that writes nothing', async () => {
+    const [ok, bad] = await Promise.all([
+      env.k('logs', '-n', 'kube-system', GW, '-c', 'vpc-nat-gw'),
+      env.k('logs', '-n', 'kube-system', GW, '-c', 'nope'),
+    ]);
+    expect([ok.code, ok.stdout]).toEqual([0, '']);
+    expect(bad.stderr.trim()).toBe(`error: container nope is not valid for pod ${GW}`);
+  });
+
   describe('validation', () => {
     it('refuses an unknown container with the server message for kubectl and a bare 400 for client-node', async () => {
       const [k, n] = await Promise.all([
