@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { CoreV1Api, CustomObjectsApi, Exec, type V1Status } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, type V1Status } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startKubeApi } from '../../local/kube-api/index.js';
 import { forgetKubectlWorkspace, kubeConfigFor, kubectl, kubectlWith } from '../../local/kube-api/testing.js';
@@ -113,7 +113,7 @@ kubectlSuite('running the local API', () => {
       expect(unknown.stderr()).toContain('cluster: unknown argument "--frobnicate"');
     });
 
-    it('serves kubectl with the kubeconfig it writes, keeps objects in its data dir, and stops on SIGINT', async () => {
+    it('serves kubectl and client-node with the kubeconfig it writes, keeps objects in its data dir, and stops on SIGINT', async () => {
       const dir = tmp();
       const kubeconfig = join(dir, 'kubeconfig');
       const dataDir = join(dir, 'data');
@@ -129,6 +129,12 @@ kubectlSuite('running the local API', () => {
         expect(readFileSync(kubeconfig, 'utf8')).toContain(`server: ${url}`);
         const created = await kubectlWith({ url }, { stdin: manifest(eip('kept')) }, 'apply', '-f', '-');
         expect(created.code, created.stderr).toBe(0);
+        const kc = new KubeConfig();
+        kc.loadFromFile(kubeconfig);
+        const listed = (await kc.makeApiClient(CustomObjectsApi).listClusterCustomObject(EIP)) as {
+          items: { metadata: { name: string } }[];
+        };
+        expect(listed.items.map((i) => i.metadata.name)).toEqual(['kept']);
         forgetKubectlWorkspace({ url });
       } finally {
         if (first.child.pid) process.kill(-first.child.pid, 'SIGINT');
