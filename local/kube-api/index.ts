@@ -178,6 +178,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   await installCrds(objects, crdDef, options.crdDir ?? DEFAULT_CRD_DIR, log);
 
   const watches = new Watches(store, objects, { bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000 });
+  registry.onRemoved((def) => watches.endResource(def));
   const faults = new Faults({
     compact: () => store.compact(),
     dropWatches: () => watches.dropAll(),

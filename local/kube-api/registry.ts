@@ -238,6 +238,7 @@ export function resourcesFromCrd(crd: JsonObject): ResourceDef[] {
 
 export class Registry {
   private readonly defs = new Map<string, ResourceDef>();
+  private readonly removedListeners: ((def: ResourceDef) => void)[] = [];
 
   constructor(initial: readonly ResourceDef[] = BUILTIN_RESOURCES) {
     for (const d of initial) this.add(d);
@@ -249,12 +250,36 @@ export class Registry {
 
   /** Replaces every version served from `crdName` with `defs`. */
   setCrd(crdName: string, defs: readonly ResourceDef[]): void {
-    this.removeCrd(crdName);
+    const before = this.detach(crdName);
     for (const d of defs) this.add(d);
+    this.notifyGone(before);
   }
 
   removeCrd(crdName: string): void {
-    for (const [k, d] of this.defs) if (d.crdName === crdName) this.defs.delete(k);
+    this.notifyGone(this.detach(crdName));
+  }
+
+  private detach(crdName: string): ResourceDef[] {
+    const removed: ResourceDef[] = [];
+    for (const [k, d] of this.defs) {
+      if (d.crdName !== crdName) continue;
+      this.defs.delete(k);
+      removed.push(d);
+    }
+    return removed;
+  }
+
+  private notifyGone(removed: readonly ResourceDef[]): void {
+    for (const d of removed) {
+      // A version that is served again (a CRD update) is not gone.
+      if (this.get(d.group, d.version, d.plural)) continue;
+      for (const l of this.removedListeners) l(d);
+    }
+  }
+
+  /** Called when a resource stops being served (its CRD was deleted). */
+  onRemoved(listener: (def: ResourceDef) => void): void {
+    this.removedListeners.push(listener);
   }
 
   get(group: string, version: string, plural: string): ResourceDef | undefined {

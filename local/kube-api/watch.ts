@@ -31,6 +31,7 @@ export interface WatchSettings {
 }
 
 interface ActiveWatch {
+  def: ResourceDef;
   end(): void;
 }
 
@@ -123,6 +124,7 @@ export class Watches {
     const timers: NodeJS.Timeout[] = [];
     let unsubscribe = (): void => {};
     const watch: ActiveWatch = {
+      def: req.def,
       end: () => {
         if (closed) return;
         closed = true;
@@ -164,6 +166,13 @@ export class Watches {
         timers.push(setTimeout(tick, this.settings.bookmarkIntervalMs));
       };
       timers.push(setTimeout(tick, this.settings.bookmarkIntervalMs));
+    }
+  }
+
+  /** Ends the watches of a resource version that is no longer served (its CRD was deleted). */
+  endResource(def: ResourceDef): void {
+    for (const w of [...this.active]) {
+      if (w.def.group === def.group && w.def.version === def.version && w.def.plural === def.plural) w.end();
     }
   }
 

@@ -257,8 +257,17 @@ kubectlSuite('discovery and tables', () => {
     expect(table(got.stdout)).toEqual({ header: ['NAME', 'SIZE'], rows: [['w1', '3']] });
     const crd = await ext.readCustomResourceDefinition({ name: 'widgets.example.com' });
     expect(crd.status?.conditions?.find((c) => c.type === 'Established')?.status).toBe('True');
+    const watch = await fetch(
+      `${env.api.url}/apis/example.com/v1/widgets?watch=true&resourceVersion=${env.api.resourceVersion()}`,
+    );
     const deleted = await env.k('delete', 'crd', 'widgets.example.com');
     expect(deleted.code, deleted.stderr).toBe(0);
+    // The open watch sees its objects go, then ends.
+    const events = (await watch.text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; object: { metadata: { name: string } } });
+    expect(events.map((e) => `${e.type}:${e.object.metadata.name}`)).toEqual(['DELETED:w1']);
     expect((await fetch(`${env.api.url}/apis/example.com/v1/namespaces/default/widgets`)).status).toBe(404);
   });
 });
