@@ -2,8 +2,14 @@
  * Spec §9.2 items 3-7 and 11: create/apply, the status subresource, optimistic concurrency, JSON patch, the
  * finalizer/deletion lifecycle and the Status error shapes, each written by one client and read by the other.
  */
-import { KubernetesObjectApi, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node';
-import { describe, expect, it } from 'vitest';
+import {
+  ApiextensionsV1Api,
+  KubernetesObjectApi,
+  PatchStrategy,
+  setHeaderOptions,
+  Watch,
+} from '@kubernetes/client-node';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { apiError, EIP, eip, eventually, kubectlSuite, manifest, useApi } from './harness.js';
 
 type Obj = {
@@ -290,6 +296,134 @@ kubectlSuite('objects', () => {
       expect((e.body.details as { causes: { message: string }[] }).causes[0]?.message).toBe(
         'add operation does not apply: doc is missing path: "/metadata/labels/x": missing value',
       );
+    });
+
+    // A kind whose spec keeps any shape (the kube-ovn schemas would prune these test fields).
+    beforeAll(async () => {
+      await env.kc.makeApiClient(ApiextensionsV1Api).createCustomResourceDefinition({
+        body: {
+          apiVersion: 'apiextensions.k8s.io/v1',
+          kind: 'CustomResourceDefinition',
+          metadata: { name: 'things.example.com' },
+          spec: {
+            group: 'example.com',
+            scope: 'Namespaced',
+            names: { plural: 'things', singular: 'thing', kind: 'Thing' },
+            versions: [
+              {
+                name: 'v1',
+                served: true,
+                storage: true,
+                schema: {
+                  openAPIV3Schema: {
+                    type: 'object',
+                    properties: { spec: { type: 'object', x_kubernetes_preserve_unknown_fields: true } },
+                  },
+                },
+              },
+            ],
+          },
+        },
+      });
+    });
+
+    const jsonPatchCases: [string, unknown[], number, string | Record<string, unknown>][] = [
+      [
+        'inserts at an index',
+        [{ op: 'add', path: '/spec/list/1', value: 'x' }],
+        200,
+        { list: ['a', 'x', 'b', 'c'] },
+      ],
+      [
+        'appends with -',
+        [{ op: 'add', path: '/spec/list/-', value: 'z' }],
+        200,
+        { list: ['a', 'b', 'c', 'z'] },
+      ],
+      [
+        'counts a negative index from the end',
+        [{ op: 'remove', path: '/spec/list/-1' }],
+        200,
+        { list: ['a', 'b'] },
+      ],
+      [
+        'unescapes ~0 and ~1 in keys',
+        [{ op: 'add', path: '/spec/m/a~1b~0c', value: 1 }],
+        200,
+        { m: { 'a/b~c': 1, k: 'v' } },
+      ],
+      [
+        'moves a member',
+        [{ op: 'move', from: '/spec/m/k', path: '/spec/moved' }],
+        200,
+        { m: {}, moved: 'v' },
+      ],
+      ['copies a member', [{ op: 'copy', from: '/spec/list/0', path: '/spec/first' }], 200, { first: 'a' }],
+      [
+        'applies nothing when a later operation fails',
+        [
+          { op: 'add', path: '/spec/new', value: 1 },
+          { op: 'remove', path: '/spec/none' },
+        ],
+        422,
+        "error in remove for path: '/spec/none': Unable to remove nonexistent key: none: missing value",
+      ],
+      [
+        'refuses to replace a missing member',
+        [{ op: 'replace', path: '/spec/none', value: 1 }],
+        422,
+        'replace operation does not apply: doc is missing key: /spec/none: missing value',
+      ],
+      [
+        'refuses an index past the end',
+        [{ op: 'add', path: '/spec/list/9', value: 'x' }],
+        422,
+        "error in add for path: '/spec/list/9': Unable to access invalid index: 9: invalid index referenced",
+      ],
+      [
+        'refuses an unknown operation',
+        [{ op: 'frob', path: '/spec/list' }],
+        422,
+        'Unexpected kind: frob: unknown object type',
+      ],
+    ];
+
+    it.each(jsonPatchCases)('JSON patch %s', async (_name, ops, code, expected) => {
+      const name = `jpc-${Math.random().toString(36).slice(2, 8)}`;
+      await env.co.createNamespacedCustomObject({
+        group: 'example.com',
+        version: 'v1',
+        namespace: 'default',
+        plural: 'things',
+        body: {
+          apiVersion: 'example.com/v1',
+          kind: 'Thing',
+          metadata: { name },
+          spec: { list: ['a', 'b', 'c'], m: { k: 'v' } },
+        },
+      });
+      const r = await fetch(`${env.api.url}/apis/example.com/v1/namespaces/default/things/${name}`, {
+        method: 'PATCH',
+        headers: { 'content-type': 'application/json-patch+json' },
+        body: JSON.stringify(ops),
+      });
+      const body = (await r.json()) as {
+        spec: Record<string, unknown>;
+        details?: { causes: { message: string }[] };
+      };
+      expect(r.status).toBe(code);
+      if (typeof expected === 'string') expect(body.details?.causes[0]?.message).toBe(expected);
+      else expect(body.spec).toMatchObject(expected);
+      if (code !== 200) {
+        const still = (await env.co.getNamespacedCustomObject({
+          group: 'example.com',
+          version: 'v1',
+          namespace: 'default',
+          plural: 'things',
+          name,
+        })) as { spec: unknown };
+        expect(still.spec).toEqual({ list: ['a', 'b', 'c'], m: { k: 'v' } });
+      }
     });
 
     it("answers client-node's default patch content type with an object body with 400", async () => {
