@@ -9,37 +9,26 @@
  *   4. otherwise the in-memory demo world, with a note on stderr.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Context } from 'aws-lambda';
-import { loadConfig } from '../shared/config/config.js';
 import { HANDLERS, type HandlerName } from '../shared/events.js';
 import { eipHandler } from '../shared/lambda/eip-handler.js';
 import { world } from '../shared/memory/world.js';
 import type { Deps } from '../shared/ports.js';
+import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE } from './target.js';
 
 const USAGE = `usage: npm run invoke -- <${HANDLERS.join('|')}> <event.json> [options]
 
 Runs one handler with an event (a sample from events/, or your own) and prints its outcome.
 
 options:
-  --kubeconfig FILE          Kubernetes API to use (default: $KUBECONFIG, else the local stack's)
-  --table NAME               DynamoDB table (default: $TABLE_NAME, else the local stack's)
-  --dynamodb-endpoint URL    DynamoDB endpoint (default: $DYNAMODB_ENDPOINT, else the local stack's, else AWS)
-  --stack FILE               local stack description (default: .local/stack.json, written by npm start)
+${TARGET_USAGE}
   --memory                   run against a fresh in-memory demo world instead
   --timeout-ms N             budget for the invocation (default 60000)
   -h, --help                 show this help
 
 exit status: 0 the handler resolved (applied, unchanged, skipped or rejected), 1 it threw (Lambda would retry),
 2 bad usage.`;
-
-interface StackFile {
-  kubeconfig: string;
-  dynamodbEndpoint: string;
-  tableName: string;
-  namespace?: string;
-}
 
 function fail(message: string): never {
   process.stderr.write(`invoke: ${message}\n\n${USAGE}\n`);
@@ -54,10 +43,7 @@ async function main(): Promise<void> {
     return parseArgs({
       allowPositionals: true,
       options: {
-        kubeconfig: { type: 'string' },
-        table: { type: 'string' },
-        'dynamodb-endpoint': { type: 'string' },
-        stack: { type: 'string' },
+        ...TARGET_OPTIONS,
         memory: { type: 'boolean' },
         'timeout-ms': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -109,27 +95,10 @@ async function choose(values: Record<string, string | boolean | undefined>): Pro
   where: string;
   after?: () => void;
 }> {
-  const env = { ...process.env };
-  if (typeof values.kubeconfig === 'string') env.KUBECONFIG = values.kubeconfig;
-  if (typeof values.table === 'string') env.TABLE_NAME = values.table;
-  if (typeof values['dynamodb-endpoint'] === 'string') env.DYNAMODB_ENDPOINT = values['dynamodb-endpoint'];
-  const stackPath = resolve(typeof values.stack === 'string' ? values.stack : '.local/stack.json');
-  const configured = !!(env.KUBECONFIG || env.EKS_CLUSTER_NAME) && !!env.TABLE_NAME;
-  if (!values.memory && !configured && existsSync(stackPath)) {
-    const stack = JSON.parse(readFileSync(stackPath, 'utf8')) as StackFile;
-    env.KUBECONFIG ||= stack.kubeconfig;
-    env.TABLE_NAME ||= stack.tableName;
-    env.DYNAMODB_ENDPOINT ||= stack.dynamodbEndpoint;
-    if (stack.namespace) env.EIP_NAMESPACE ||= stack.namespace;
-  }
-  if (!values.memory && (env.KUBECONFIG || env.EKS_CLUSTER_NAME) && env.TABLE_NAME) {
+  const target = values.memory ? undefined : resolveTarget(values);
+  if (target) {
     const { buildDeps } = await import('../shared/adapters/live.js');
-    const config = loadConfig(env);
-    const deps = buildDeps(config);
-    return {
-      deps,
-      where: `${config.kube.kind === 'eks' ? config.kube.endpoint : config.kube.path} and table ${config.dynamo.tableName}${config.dynamo.endpoint ? ` at ${config.dynamo.endpoint}` : ''}`,
-    };
+    return { deps: buildDeps(target.config), where: target.where };
   }
   if (!values.memory)
     process.stderr.write(

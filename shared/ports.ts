@@ -132,6 +132,8 @@ export interface KubeEvent {
 
 export interface Cluster {
   getEip(name: string): Promise<IptablesEip | undefined>;
+  /** Every IptablesEIP (garbage collection's live set). */
+  listEips(): Promise<IptablesEip[]>;
   /** EIPs carrying label key=value (the unshared-QoS check lists by `ovn.kubernetes.io/qos`). */
   listEipsByLabel(key: string, value: string): Promise<IptablesEip[]>;
   getQosPolicy(name: string): Promise<QoSPolicy | undefined>;

@@ -147,6 +147,10 @@ export class MemoryCluster implements Cluster {
     return e && clone(e);
   }
 
+  async listEips(): Promise<IptablesEip[]> {
+    return [...this.eips.values()].map(clone);
+  }
+
   async listEipsByLabel(key: string, value: string): Promise<IptablesEip[]> {
     return [...this.eips.values()].filter((e) => e.metadata.labels?.[key] === value).map(clone);
   }

@@ -114,6 +114,17 @@ describe.skipIf(skip)('npm start', () => {
     );
     expect(JSON.parse(invoke.stdout)).toEqual({ status: 'unchanged', eip: 'demo-eip' });
 
+    const gc = await run(
+      process.execPath,
+      [tsx, join(root, 'scripts/gc.ts'), '--dry-run', '--stack', join(dir, 'stack.json')],
+      {
+        cwd: root,
+        env: { ...process.env, LOG_LEVEL: 'error' },
+      },
+    );
+    // demo-eip and the gateway pod's own address are held, and both owners are alive.
+    expect(JSON.parse(gc.stdout)).toMatchObject({ scanned: 2, orphans: [], released: [] });
+
     s.child.kill('SIGINT');
     expect(await s.exited).toBe(0);
     expect(s.output()).toMatch(/SIGINT: draining the bridge and stopping\n[\s\S]*stopped\n$/);

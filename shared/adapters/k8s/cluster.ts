@@ -181,6 +181,10 @@ class K8sCluster implements Cluster {
     return eip;
   }
 
+  listEips(): Promise<IptablesEip[]> {
+    return this.listCustom<IptablesEip>(Plural.eip);
+  }
+
   async listEipsByLabel(key: string, value: string): Promise<IptablesEip[]> {
     if (!LABEL_VALUE.test(value) || value.length > 63) return [];
     const eips = await this.listCustom<IptablesEip>(Plural.eip, `${key}=${value}`);

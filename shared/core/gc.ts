@@ -1,0 +1,78 @@
+/**
+ * Garbage collection of allocations (DESIGN §3.2, reference §9): DynamoDB is durable, so the seed's "leaks heal
+ * on restart" does not happen here. Allocations whose owner no longer exists — an EIP uid, or a gateway pod
+ * (`pod:<uid>`, ADR 0006) — are released. The live set is read first; the collector only judges claims older
+ * than that read (minus a grace period), and asks again, per candidate, whether the owner is really gone.
+ */
+import { poolsOf } from '../domain/addressing.js';
+import { externalNetworkOf } from '../domain/kube-ovn.js';
+import type { Allocation, Deps, Pool } from '../ports.js';
+
+export interface GcSummary {
+  scanned: number;
+  orphans: Allocation[];
+  released: Allocation[];
+}
+
+/** What an Ipam adapter offers for collection (the DynamoDB one does; its report carries more detail). */
+export interface GarbageCollector<R extends GcSummary = GcSummary> {
+  collectGarbage(
+    liveOwnerUids: ReadonlySet<string>,
+    options: {
+      liveAsOf?: number;
+      confirm?: (allocation: Allocation) => Promise<boolean>;
+      dryRun?: boolean;
+      pools?: readonly Pool[];
+    },
+  ): Promise<R>;
+}
+
+export function isGarbageCollector(ipam: unknown): ipam is GarbageCollector {
+  return typeof (ipam as Partial<GarbageCollector>).collectGarbage === 'function';
+}
+
+export const podOwner = (uid: string): string => `pod:${uid}`;
+
+export async function collectGarbage<R extends GcSummary>(
+  deps: Pick<Deps, 'cluster' | 'clock' | 'log'>,
+  collector: GarbageCollector<R>,
+  options: { dryRun?: boolean } = {},
+): Promise<R> {
+  const { cluster, log } = deps;
+  const liveAsOf = deps.clock.now();
+  const [eips, pods] = await Promise.all([cluster.listEips(), cluster.listGatewayPods()]);
+  const live = new Set([...eips.map((e) => e.metadata.uid), ...pods.map((p) => podOwner(p.uid))]);
+
+  const pools: Pool[] = [];
+  for (const name of new Set(eips.map(externalNetworkOf))) {
+    const subnet = await cluster.getSubnet(name);
+    try {
+      if (subnet) pools.push(...poolsOf(subnet));
+    } catch (e) {
+      log.warn('subnet skipped for utilisation', { subnet: name, error: String(e) });
+    }
+  }
+
+  // Second opinion per candidate: the owner is gone only if a fresh read agrees.
+  const confirm = async (a: Allocation): Promise<boolean> => {
+    if (a.owner.uid.startsWith('pod:'))
+      return !(await cluster.listGatewayPods()).some((p) => podOwner(p.uid) === a.owner.uid);
+    const eip = await cluster.getEip(a.owner.name);
+    return eip?.metadata.uid !== a.owner.uid;
+  };
+
+  const report = await collector.collectGarbage(live, {
+    liveAsOf,
+    confirm,
+    pools,
+    ...(options.dryRun !== undefined && { dryRun: options.dryRun }),
+  });
+  log.info('garbage collection', {
+    live: live.size,
+    scanned: report.scanned,
+    orphans: report.orphans.length,
+    released: report.released.length,
+    dryRun: !!options.dryRun,
+  });
+  return report;
+}
