@@ -70,7 +70,10 @@ export class RequestLog {
     const headers: Record<string, string> = {};
     for (const h of LOGGED_HEADERS) {
       const v = req.headers[h];
-      if (v !== undefined) headers[h] = Array.isArray(v) ? v.join(', ') : v;
+      if (v === undefined) continue;
+      const text = Array.isArray(v) ? v.join(', ') : v;
+      // Credentials never go into the log: only their scheme.
+      headers[h] = h === 'authorization' ? `${text.split(' ')[0] ?? ''} <redacted>` : text;
     }
     const rec: RequestRecord = {
       time: new Date().toISOString(),
