@@ -366,11 +366,8 @@ export class Kubelet {
         ...(Array.isArray(c.command) ? c.command : []),
         ...(Array.isArray(c.args) ? c.args : []),
       ].map(String);
-      const outcome = sim
-        ? sim.exec(argv)
-        : argv.length === 0
-          ? { stdout: '', stderr: '', exitCode: 0 }
-          : runBuiltin(argv, '');
+      // Only a gateway's init containers do something (through its simulator); others just complete.
+      const outcome = sim ? sim.exec(argv) : { stdout: '', stderr: '', exitCode: 0 };
       const prevInit = arr(prev.initContainerStatuses).find((s) => s.name === c.name);
       initStatuses.push({
         name: c.name as JsonValue,
