@@ -161,8 +161,7 @@ describe('bridge with the in-process sink and the real handlers', () => {
   it('puts the address back after a container restart wiped the gateway (redo)', async () => {
     const ip = (await getEip('eip-1')).status!.ip!;
     const before = (await getEip('eip-1')).status!.redo;
-    // The handler's redo token has kube-ovn's one-second resolution: a container that restarts within the second
-    // of its previous start looks unchanged to it (reported to the core's owner). Let the clock move on first.
+    // Let the clock pass the second of the previous start, so that status.redo (one-second resolution) moves too.
     await new Promise((r) => setTimeout(r, 1_100));
     await killGatewayContainer();
     await eventually(async () => {
@@ -171,6 +170,8 @@ describe('bridge with the in-process sink and the real handlers', () => {
       expect(e.status?.redo).not.toBe(before);
       expect(e.status?.ready).toBe(true);
     });
+    // The status write lands before the handler returns and its outcome is recorded: wait for the sink first.
+    await sink.idle();
     expect(
       handled.some(
         (h) =>
@@ -179,7 +180,6 @@ describe('bridge with the in-process sink and the real handlers', () => {
           h.outcome.status === 'applied',
       ),
     ).toBe(true);
-    await sink.idle();
     expect(sink.deadLetters()).toHaveLength(1); // only the one from before
   });
 });
