@@ -21,6 +21,7 @@ export interface Suite {
 /** The registry: name → lazy module (a suite's dependencies load only when it runs). */
 const suites: Record<string, () => Promise<Suite>> = {
   ipam: async () => (await import('./ipam.js')).suite,
+  lambda: async () => (await import('./lambda.js')).suite,
 };
 
 async function main(argv: readonly string[]): Promise<number> {

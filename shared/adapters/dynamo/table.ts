@@ -15,8 +15,14 @@ import {
 import { parse } from 'yaml';
 import { StoreUnavailableError } from '../../domain/errors.js';
 
-/** Where the definition is, relative to this module (repo layout; not available inside a Lambda bundle). */
-export const TABLE_DEFINITION_URL = new URL('../../../infra/dynamodb-table.yml', import.meta.url);
+/**
+ * Where the definition is, relative to this module (repo layout). A function, not a module constant: inside a
+ * Lambda bundle (CJS) `import.meta.url` is empty, and building the URL at import time would crash the cold start of
+ * every handler that imports the adapter (bench/lambda.ts caught it).
+ */
+export function tableDefinitionUrl(): URL {
+  return new URL('../../../infra/dynamodb-table.yml', import.meta.url);
+}
 
 interface CfnTable {
   Type: string;
@@ -30,7 +36,7 @@ interface CfnTable {
 }
 
 /** Reads the fragment and returns its one AWS::DynamoDB::Table resource. */
-export async function loadTableDefinition(url: URL = TABLE_DEFINITION_URL): Promise<CfnTable> {
+export async function loadTableDefinition(url: URL = tableDefinitionUrl()): Promise<CfnTable> {
   const doc = parse(await readFile(url, 'utf8')) as Record<string, CfnTable>;
   const tables = Object.values(doc).filter((r) => r?.Type === 'AWS::DynamoDB::Table');
   if (tables.length !== 1)

@@ -1,0 +1,214 @@
+/**
+ * `npm run bench -- lambda`: what a Lambda user pays for the handlers.
+ * - bundle: each function bundled exactly as serverless.yml does (esbuild, CJS, minified, node22), size and gzip size;
+ * - cold import: median time to require() the bundle in a fresh Node process, against an empty bundle's in the same
+ *   run (so the ratio, not the machine, is the number to compare);
+ * - one add on the in-memory ports versus on the real adapters (local Kubernetes API + dynalite), per EIP, so the
+ *   cost of the real round trips shows as a ratio.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CustomObjectsApi, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
+import type { Context } from 'aws-lambda';
+import { build } from 'esbuild';
+import { startStandIns } from '../local/controllers/index.js';
+import { demoObjects } from '../local/demo.js';
+import { startLocalDynamo } from '../local/dynamo.js';
+import { startKubeApi } from '../local/kube-api/index.js';
+import { ensureTable } from '../shared/adapters/dynamo/index.js';
+import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
+import { buildDeps } from '../shared/adapters/live.js';
+import { loadConfig } from '../shared/config/config.js';
+import type { EipEvent } from '../shared/events.js';
+import { eipHandler } from '../shared/lambda/eip-handler.js';
+import { world } from '../shared/memory/world.js';
+import { memoryLogger } from '../shared/observability/log.js';
+import type { Deps } from '../shared/ports.js';
+import type { Suite } from './run.js';
+
+const root = new URL('..', import.meta.url).pathname;
+const FUNCTIONS = ['add', 'update', 'reset', 'delete', 'gc'] as const;
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+};
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+
+async function bundle(entry: string, outfile: string): Promise<void> {
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    minify: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node22',
+    mainFields: ['module', 'main'],
+    alias: { punycode: 'punycode/' },
+    logLevel: 'silent',
+  });
+}
+
+function coldImportMs(file: string, runs: number): number {
+  const script = `const t=performance.now();require(${JSON.stringify(file)});process.stdout.write(String(performance.now()-t))`;
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++)
+    times.push(Number(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })));
+  return median(times);
+}
+
+async function addLatencies(
+  getDeps: () => Promise<Deps>,
+  create: (name: string) => Promise<void>,
+  n: number,
+) {
+  const handler = eipHandler('add', getDeps);
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const name = `bench-${i}`;
+    await create(name);
+    const event: EipEvent = { version: 1, id: `b${i}`, handler: 'add', reason: 'added', object: { name } };
+    const t = performance.now();
+    const outcome = await handler(event, {} as Context);
+    times.push(performance.now() - t);
+    if (outcome.status !== 'applied') throw new Error(`add ${name}: ${JSON.stringify(outcome)}`);
+  }
+  return times;
+}
+
+export const suite: Suite = {
+  description: 'bundle size and cold import of each function; one add on in-memory vs real adapters',
+  async run(args) {
+    const n = Number(args.find((a) => a.startsWith('--eips='))?.split('=')[1] ?? 40);
+    const runs = Number(args.find((a) => a.startsWith('--runs='))?.split('=')[1] ?? 7);
+    const dir = mkdtempSync(join(tmpdir(), 'eip-bench-'));
+    try {
+      // Bundles and cold import.
+      const empty = join(dir, 'empty.cjs');
+      writeFileSync(join(dir, 'empty.ts'), 'export const handler = async () => ({});\n');
+      await bundle(join(dir, 'empty.ts'), empty);
+      const baseline = coldImportMs(empty, runs);
+      const bundles = [];
+      for (const fn of FUNCTIONS) {
+        const out = join(dir, `${fn}.cjs`);
+        await bundle(join(root, `functions/${fn}/handler.ts`), out);
+        const bytes = statSync(out).size;
+        const ms = coldImportMs(out, runs);
+        bundles.push({
+          fn,
+          bytes,
+          gzipBytes: gzipSync(readFileSync(out), { level: 9 }).length,
+          coldImportMs: ms,
+          vsEmpty: ms / baseline,
+        });
+      }
+
+      // In-memory ports.
+      const w = world({ cidrBlock: '172.18.0.0/16', gateway: '172.18.0.1', excludeIps: [] });
+      const memory = await addLatencies(
+        async () => w.deps,
+        async (name) => void w.eip(name),
+        n,
+      );
+
+      // Real adapters on loopback.
+      const api = await startKubeApi();
+      const kubeconfig = join(dir, 'kubeconfig');
+      await api.writeKubeconfig(kubeconfig);
+      const dynamo = await startLocalDynamo();
+      const client = new DynamoDBClient({
+        endpoint: dynamo.endpoint,
+        region: 'local',
+        credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
+      });
+      await ensureTable(client, 'bench-ipam');
+      const kc = kubeConfigFromFile(kubeconfig);
+      const standIns = await startStandIns({ kubeConfig: kc });
+      const objects = KubernetesObjectApi.makeApiClient(kc);
+      for (const o of demoObjects('kube-system').filter((o) => o.kind !== 'IptablesEIP')) {
+        const obj =
+          o.kind === 'Subnet' && o.metadata.name === 'ovn-vpc-external-network'
+            ? { ...o, spec: { ...o.spec, cidrBlock: '172.18.0.0/16', excludeIps: ['172.18.0.1'] } }
+            : o;
+        await objects.create(obj as KubernetesObject);
+      }
+      while (!api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'))
+        await new Promise((r) => setTimeout(r, 50));
+      const deps = buildDeps(
+        loadConfig({ KUBECONFIG: kubeconfig, TABLE_NAME: 'bench-ipam', DYNAMODB_ENDPOINT: dynamo.endpoint }),
+        {
+          kubeConfig: kc,
+          dynamo: client,
+          log: memoryLogger('error'),
+        },
+      );
+      const custom = kc.makeApiClient(CustomObjectsApi);
+      const real = await addLatencies(
+        async () => deps,
+        async (name) => {
+          await custom.createClusterCustomObject({
+            group: 'kubeovn.io',
+            version: 'v1',
+            plural: 'iptables-eips',
+            body: {
+              apiVersion: 'kubeovn.io/v1',
+              kind: 'IptablesEIP',
+              metadata: { name },
+              spec: { natGwDp: 'gw1' },
+            },
+          });
+        },
+        n,
+      );
+      const requests = api.requests
+        .all()
+        .filter((r) => r.headers['user-agent']?.includes('node-fetch')).length;
+      await standIns.stop();
+      client.destroy();
+      await api.close();
+      await dynamo.close();
+
+      const add = {
+        eips: n,
+        memory: { medianMs: median(memory), p99Ms: pct(memory, 99) },
+        real: { medianMs: median(real), p99Ms: pct(real, 99) },
+        realVsMemory: median(real) / median(memory),
+        apiRequestsSeen: requests,
+      };
+      const lines = [
+        `Node ${process.version}; cold import = median of ${runs} fresh processes; empty bundle ${baseline.toFixed(1)} ms`,
+        '',
+        'function  bundle (KB)  gzip (KB)  cold import (ms)  × empty',
+        ...bundles.map(
+          (b) =>
+            `${b.fn.padEnd(8)}  ${(b.bytes / 1024).toFixed(0).padStart(11)}  ${(b.gzipBytes / 1024).toFixed(0).padStart(9)}  ${b.coldImportMs.toFixed(1).padStart(16)}  ${b.vsEmpty.toFixed(1).padStart(7)}`,
+        ),
+        '',
+        `add of one EIP (${n} EIPs, sequential)   median ms   p99 ms`,
+        `in-memory ports                    ${add.memory.medianMs.toFixed(2).padStart(9)}  ${add.memory.p99Ms.toFixed(2).padStart(7)}`,
+        `local API + dynalite (loopback)    ${add.real.medianMs.toFixed(2).padStart(9)}  ${add.real.p99Ms.toFixed(2).padStart(7)}`,
+        `real / in-memory                   ${add.realVsMemory.toFixed(1).padStart(9)}×`,
+      ];
+      return {
+        table: lines.join('\n'),
+        json: {
+          node: process.version,
+          at: new Date().toISOString(),
+          coldImportBaselineMs: baseline,
+          bundles,
+          add,
+        },
+      };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+};

@@ -1,0 +1,67 @@
+/**
+ * The Lambda artefact itself: each function bundled as serverless.yml bundles it (esbuild, CJS, node22) must load in
+ * a fresh Node process and run its middy chain. (A module-level `import.meta.url` once crashed every cold start.)
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { build } from 'esbuild';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const root = join(import.meta.dirname, '../..');
+const dir = mkdtempSync(join(tmpdir(), 'eip-bundle-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('the Lambda bundles', () => {
+  it.each(['add', 'update', 'reset', 'delete'])(
+    '%s loads from a CJS bundle and rejects an invalid event',
+    async (fn) => {
+      const out = join(dir, `${fn}.cjs`);
+      await build({
+        entryPoints: [join(root, `functions/${fn}/handler.ts`)],
+        outfile: out,
+        bundle: true,
+        format: 'cjs',
+        platform: 'node',
+        target: 'node22',
+        mainFields: ['module', 'main'],
+        alias: { punycode: 'punycode/' },
+        logLevel: 'silent',
+      });
+      const script = `require(${JSON.stringify(out)}).handler({ version: 1 }, {}).then((o) => process.stdout.write(JSON.stringify(o)), (e) => { console.error(e); process.exit(3); })`;
+      const { stdout } = await run(process.execPath, ['-e', script], {
+        cwd: dir,
+        env: { PATH: process.env.PATH ?? '' },
+      });
+      expect(JSON.parse(stdout)).toMatchObject({
+        status: 'rejected',
+        code: 'InvalidEvent',
+        message: expect.stringMatching(/event\.id is required/),
+      });
+    },
+  );
+
+  it('gc loads from a CJS bundle and reports a configuration error, not a crash at import', async () => {
+    const out = join(dir, 'gc.cjs');
+    await build({
+      entryPoints: [join(root, 'functions/gc/handler.ts')],
+      outfile: out,
+      bundle: true,
+      format: 'cjs',
+      platform: 'node',
+      target: 'node22',
+      mainFields: ['module', 'main'],
+      alias: { punycode: 'punycode/' },
+      logLevel: 'silent',
+    });
+    const script = `require(${JSON.stringify(out)}).handler().then(() => process.exit(0), (e) => { process.stdout.write(e.name + ': ' + e.message); })`;
+    const { stdout } = await run(process.execPath, ['-e', script], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    expect(stdout).toMatch(/^ConfigError: invalid configuration:[\s\S]*TABLE_NAME is required/);
+  });
+});
