@@ -20,7 +20,7 @@ import {
   Label,
   type Subnet,
 } from '../domain/kube-ovn.js';
-import type { Allocation, Deps, EipStatusChange, GatewayPod, Pool } from '../ports.js';
+import type { Allocation, Deps, EipObjectChange, EipStatusChange, GatewayPod, Pool } from '../ports.js';
 import { runGateway, runningGatewayPod } from './gateway.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
@@ -201,13 +201,7 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   // 1. Finalizer (and the labels known so far) before anything is allocated (D3). The qos label goes on here,
   //    before any tc change, so a concurrent binder of an unshared policy sees it.
-  let eip = await updateEipMeta(deps, name, eip0, (e) => {
-    const finalizers = withFinalizer(e.metadata.finalizers);
-    const labels = labelChanges(e.metadata.labels, desiredLabels(e));
-    return finalizers || labels
-      ? { ...(finalizers && { finalizers }), ...(labels && { labels }) }
-      : undefined;
-  });
+  let eip = await updateEipMeta(deps, name, eip0, ownMetadata);
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
   if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('finalizer');
   if (qos) await assertBindable(deps, eip, qos);
@@ -259,6 +253,13 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
  * pod, owner `pod:<uid>`. Idempotent; an address already held by an EIP is a collision made before this product
  * managed the subnet, and is reported rather than taken away.
  */
+/** Our finalizer and kube-ovn's labels, as far as they are known; undefined when both are already right. */
+function ownMetadata(e: IptablesEip): EipObjectChange | undefined {
+  const finalizers = withFinalizer(e.metadata.finalizers);
+  const labels = labelChanges(e.metadata.labels, desiredLabels(e));
+  return finalizers || labels ? { ...(finalizers && { finalizers }), ...(labels && { labels }) } : undefined;
+}
+
 async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<void> {
   const { deps, inv } = run;
   for (const pod of await deps.cluster.listGatewayPods()) {
@@ -316,13 +317,7 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
   }
 
   // Finalizer and labels before tc changes (the qos label is what the unshared check sees).
-  const eip = await updateEipMeta(deps, name, eip0, (e) => {
-    const finalizers = withFinalizer(e.metadata.finalizers);
-    const labels = labelChanges(e.metadata.labels, desiredLabels(e));
-    return finalizers || labels
-      ? { ...(finalizers && { finalizers }), ...(labels && { labels }) }
-      : undefined;
-  });
+  const eip = await updateEipMeta(deps, name, eip0, ownMetadata);
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
   if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('metadata');
   if (qos && wantQos !== haveQos) await assertBindable(deps, eip, qos);

@@ -223,3 +223,28 @@ export function externalNetworkOf(eip: Pick<IptablesEip, 'spec'>): string {
 export function gatewayPodName(gw: string): string {
   return `vpc-nat-gw-${gw}-0`;
 }
+
+/**
+ * kube-ovn's rule for the VPC NAT gateway feature (resyncVpcNatGwConfig): off when ovn-vpc-nat-gw-config is absent
+ * or says enable-vpc-nat-gw "false"; otherwise ovn-vpc-nat-config must exist and carry an `image` key. Takes the two
+ * ConfigMaps' data (undefined when the ConfigMap does not exist); the messages are kube-ovn's.
+ */
+export function natGwFeatureOf(
+  enable: Record<string, string> | undefined,
+  image: Record<string, string> | undefined,
+): { enabled: boolean; reason?: string } {
+  if (!enable) return { enabled: false, reason: `configMap "${NatGwConfigMap.enable}" not configured` };
+  if (enable[NatGwConfigMap.enableKey] === 'false')
+    return {
+      enabled: false,
+      reason: `parameter "${NatGwConfigMap.enableKey}" in ConfigMap "${NatGwConfigMap.enable}" not true`,
+    };
+  if (!image)
+    return {
+      enabled: false,
+      reason: `failed to get ${NatGwConfigMap.image}, configmaps "${NatGwConfigMap.image}" not found`,
+    };
+  if (!Object.hasOwn(image, NatGwConfigMap.imageKey))
+    return { enabled: false, reason: `${NatGwConfigMap.image} should have ${NatGwConfigMap.imageKey} field` };
+  return { enabled: true };
+}

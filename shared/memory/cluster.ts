@@ -14,6 +14,7 @@ import {
   NatGwConfigMap,
   type NatRule,
   NatRuleKindOf,
+  natGwFeatureOf,
   type QoSPolicy,
   type Subnet,
   type VpcNatGateway,
@@ -197,26 +198,10 @@ export class MemoryCluster implements Cluster {
   }
 
   async natGwFeature(): Promise<NatGwFeature> {
-    const enable = this.configMaps.get(NatGwConfigMap.enable);
-    if (!enable) return { enabled: false, reason: `configMap "${NatGwConfigMap.enable}" not configured` };
-    // kube-ovn's resyncVpcNatGwConfig: only an explicit "false" switches the feature off.
-    if (enable[NatGwConfigMap.enableKey] === 'false')
-      return {
-        enabled: false,
-        reason: `parameter "${NatGwConfigMap.enableKey}" in ConfigMap "${NatGwConfigMap.enable}" not true`,
-      };
-    const image = this.configMaps.get(NatGwConfigMap.image);
-    if (!image)
-      return {
-        enabled: false,
-        reason: `failed to get ${NatGwConfigMap.image}, configmaps "${NatGwConfigMap.image}" not found`,
-      };
-    if (!Object.hasOwn(image, NatGwConfigMap.imageKey))
-      return {
-        enabled: false,
-        reason: `${NatGwConfigMap.image} should have ${NatGwConfigMap.imageKey} field`,
-      };
-    return { enabled: true };
+    return natGwFeatureOf(
+      this.configMaps.get(NatGwConfigMap.enable),
+      this.configMaps.get(NatGwConfigMap.image),
+    );
   }
 
   async updateEip(
