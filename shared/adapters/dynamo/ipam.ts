@@ -187,9 +187,7 @@ export class DynamoIpam implements Ipam {
     this.lastClaim = stats;
 
     // A retry never allocates twice: the owner's allocation in this pool, if any, is the answer.
-    const mine = (await this.findByOwner(owner.uid)).filter(
-      (a) => a.subnet === pool.subnet && a.family === pool.family,
-    );
+    const mine = await this.held(owner.uid, g.pk);
     if (mine.length > 0) {
       if (mine.length > 1)
         this.log?.warn('owner holds more than one address in one pool', {
@@ -261,7 +259,7 @@ export class DynamoIpam implements Ipam {
   }
 
   /**
-   * Phase 2: a released address, oldest release first, spread at random over the oldest `reuseBatch`. When this
+   * Phase 2: a released address, oldest release first, spread at random over the oldest few. When this
    * allocator has not lost a race for a while, the list it read serves its next claims for `reuseCacheMs` (a read
    * saved per claim); a lost race means others are busy here, so it reads a fresh list for every claim again
    * (a read is cheaper than a failed write).
@@ -337,6 +335,7 @@ export class DynamoIpam implements Ipam {
 
   /** Values of the oldest released, still-eligible addresses of the pool (byFree index, eventually consistent). */
   private async oldestReleased(g: PoolGeometry): Promise<bigint[]> {
+    const batch = this.tuning.reuseBatch;
     const out: bigint[] = [];
     let start: Item | undefined;
     do {
@@ -348,7 +347,7 @@ export class DynamoIpam implements Ipam {
           ExpressionAttributeNames: names('freePool'),
           ExpressionAttributeValues: { ':pk': { S: g.pk } },
           ScanIndexForward: true,
-          Limit: this.tuning.reuseBatch,
+          Limit: batch,
           ExclusiveStartKey: start,
         }),
       );
@@ -358,7 +357,7 @@ export class DynamoIpam implements Ipam {
         if (v !== undefined && g.slotOf(v) !== undefined) out.push(v);
       }
       start = page.LastEvaluatedKey;
-    } while (start && out.length < this.tuning.reuseBatch);
+    } while (start && out.length < batch);
     return out;
   }
 
@@ -499,7 +498,12 @@ export class DynamoIpam implements Ipam {
 
   // ------------------------------------------------------------------ lookups and releases
 
-  async findByOwner(ownerUid: string): Promise<Allocation[]> {
+  findByOwner(ownerUid: string): Promise<Allocation[]> {
+    return this.held(ownerUid);
+  }
+
+  /** The owner's allocations (in one pool partition only, when `pk` is given), confirmed on the items. */
+  private async held(ownerUid: string, pk?: string): Promise<Allocation[]> {
     if (!ownerUid) return [];
     const seen: Item[] = [];
     let start: Item | undefined;
@@ -520,10 +524,12 @@ export class DynamoIpam implements Ipam {
     // The index is eventually consistent on AWS: confirm each hit on the item itself (strongly consistent),
     // so that an address released (and maybe re-claimed by someone else) a moment ago is not reported as ours.
     const confirmed = await Promise.all(
-      seen.map(async (it) => {
-        const fresh = await this.getItem(it.pk!.S!, it.sk!.S!);
-        return fresh?.ownerUid?.S === ownerUid ? toAllocation(fresh) : undefined;
-      }),
+      seen
+        .filter((it) => pk === undefined || it.pk?.S === pk)
+        .map(async (it) => {
+          const fresh = await this.getItem(it.pk!.S!, it.sk!.S!);
+          return fresh?.ownerUid?.S === ownerUid ? toAllocation(fresh) : undefined;
+        }),
     );
     return confirmed
       .filter((a): a is Allocation => a !== undefined)

@@ -12,7 +12,13 @@
 import {
   type AttributeValue,
   ConditionalCheckFailedException,
+  DeleteItemCommand,
   type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  QueryCommand,
+  ScanCommand,
+  UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import type { Logger, Metrics } from '../../ports.js';
@@ -113,7 +119,7 @@ export class Store {
   }
 
   private async attempt<T>(command: AnyCommand, conditional: boolean): Promise<Conditional<T>> {
-    const op = command.constructor.name.replace(/Command$/, '');
+    const op = operationOf(command);
     for (let attempt = 1; ; attempt++) {
       try {
         // The SDK's overloads do not unify over command types; the caller names the output type.
@@ -144,6 +150,20 @@ export class Store {
 }
 
 const CCF = 'ConditionalCheckFailedException';
+
+/** Operation names by instanceof, not by class name (a minified bundle renames classes). */
+const OPERATIONS: [new (...args: never[]) => object, string][] = [
+  [PutItemCommand, 'PutItem'],
+  [UpdateItemCommand, 'UpdateItem'],
+  [DeleteItemCommand, 'DeleteItem'],
+  [GetItemCommand, 'GetItem'],
+  [QueryCommand, 'Query'],
+  [ScanCommand, 'Scan'],
+];
+
+function operationOf(command: AnyCommand): string {
+  return OPERATIONS.find(([cls]) => command instanceof cls)?.[1] ?? 'DynamoDB';
+}
 
 function isNamed(e: unknown, name: string): boolean {
   return e instanceof Error && e.name === name;
