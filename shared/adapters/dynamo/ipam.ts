@@ -131,6 +131,17 @@ export class DynamoIpam implements Ipam {
     const value = parseAddress(address)!.value;
     const addr = formatAddress(pool.family, value);
     const now = this.clock.now();
+    // Repeated claims are the common case (retries, the gateway pods' own addresses on every add): a consistent
+    // read answers them without a write.
+    const current = await this.getItem(poolPk(pool.subnet, pool.family), addressSk(pool.family, value));
+    if (current?.ownerUid?.S === owner.uid) return toAllocation(current);
+    if (current?.ownerUid?.S) {
+      this.metrics?.count('IpamConflicts', 1, { subnet: pool.subnet });
+      throw new AddressConflictError(
+        `address ${addr} in subnet ${pool.subnet} is already allocated to ${current.ownerName?.S ?? 'another owner'}`,
+        current.ownerUid.S,
+      );
+    }
     // One upsert: free (no item, or a released marker) or already ours. claimId/claimedAt survive a same-owner
     // repeat, so a GC that read the first claim still matches it.
     const r = await this.store.sendConditional<UpdateItemCommandOutput>(
