@@ -22,6 +22,7 @@ import {
 } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, EipObjectChange, EipStatusChange, GatewayPod, Pool } from '../ports.js';
 import { runGateway, runningGatewayPod } from './gateway.js';
+import { podOwner } from './gc.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { addQos, assertBindable, type LoadedQos, loadQos, removeQos } from './qos.js';
@@ -248,11 +249,6 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   return run.outcome(name, v4.address);
 }
 
-/**
- * Claims each NAT gateway pod's own address on the EIP's external network (kube-ovn gave it to the pod) for that
- * pod, owner `pod:<uid>`. Idempotent; an address already held by an EIP is a collision made before this product
- * managed the subnet, and is reported rather than taken away.
- */
 /** Our finalizer and kube-ovn's labels, as far as they are known; undefined when both are already right. */
 function ownMetadata(e: IptablesEip): EipObjectChange | undefined {
   const finalizers = withFinalizer(e.metadata.finalizers);
@@ -260,20 +256,32 @@ function ownMetadata(e: IptablesEip): EipObjectChange | undefined {
   return finalizers || labels ? { ...(finalizers && { finalizers }), ...(labels && { labels }) } : undefined;
 }
 
+/**
+ * Claims each NAT gateway pod's own address on the EIP's external network (kube-ovn gave it to the pod) for that
+ * pod, owner `pod:<uid>`. Idempotent. A re-created pod takes the address over from its predecessor's reservation
+ * (released only if that pod is gone, and only if it still holds it); an address already held by an EIP is a
+ * collision made before this product managed the subnet, and is reported rather than taken away.
+ */
 async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<void> {
   const { deps, inv } = run;
-  for (const pod of await deps.cluster.listGatewayPods()) {
+  const pods = await deps.cluster.listGatewayPods();
+  const live = new Set(pods.map((p) => podOwner(p.uid)));
+  for (const pod of pods) {
     for (const pool of pools) {
       const address = pod.addresses?.[pool.subnet];
       if (!address || staticAddressProblem(pool, address)) continue; // never handed out anyway
+      const owner = { uid: podOwner(pod.uid), name: `${pod.namespace}/${pod.name}` };
       try {
-        await deps.ipam.claimAddress(pool, address, {
-          uid: `pod:${pod.uid}`,
-          name: `${pod.namespace}/${pod.name}`,
-        });
+        await deps.ipam.claimAddress(pool, address, owner);
       } catch (e) {
         if (!(e instanceof AddressConflictError)) throw e;
-        inv.log.error('a gateway pod address is allocated to an EIP', {
+        const predecessor =
+          e.holderUid?.startsWith('pod:') && !live.has(e.holderUid) ? e.holderUid : undefined;
+        if (predecessor && (await deps.ipam.release(pool.subnet, address, predecessor))) {
+          await deps.ipam.claimAddress(pool, address, owner);
+          continue;
+        }
+        inv.log.error('a gateway pod address is allocated to someone else', {
           pod: pod.name,
           address,
           holder: e.holderUid,

@@ -50,6 +50,18 @@ describe('add', () => {
     expect(await w.run('add', 'eip-b')).toMatchObject({ status: 'rejected', code: 'AddressConflict' });
   });
 
+  it("hands a re-created gateway pod its predecessor's address reservation", async () => {
+    const w = world();
+    const first = w.createPod(undefined, { [SUBNET]: '172.18.0.2' });
+    w.eip('eip-a');
+    await w.run('add', 'eip-a');
+    const second = w.createPod(undefined, { [SUBNET]: '172.18.0.2' }); // the StatefulSet's new pod, same address
+    w.eip('eip-b');
+    expect(await w.run('add', 'eip-b')).toMatchObject({ status: 'applied', ip: '172.18.0.4' });
+    expect(await w.ipam.findByOwner(`pod:${first.uid}`)).toEqual([]);
+    expect((await w.ipam.findByOwner(`pod:${second.uid}`)).map((a) => a.address)).toEqual(['172.18.0.2']);
+  });
+
   it('claims exactly the static spec.v4ip', async () => {
     const w = world();
     w.eip('eip-s', { v4ip: '172.18.0.77' });
