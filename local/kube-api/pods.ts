@@ -64,11 +64,16 @@ export function net1Of(pod: JsonObject): string | undefined {
     first = trimmed.split(',')[0]?.trim();
   }
   if (!first) return undefined;
-  const network = (first.includes('/') ? first.slice(first.indexOf('/') + 1) : first).split('@')[0] as string;
-  const ip = ann[`${network}.kube-system.kubernetes.io/ip_address`];
+  // `<ns>/<network>`: kube-ovn keys the pod's address by the attachment's provider, `<network>.<ns>`.
+  const podNs =
+    isObject(pod.metadata) && typeof pod.metadata.namespace === 'string' ? pod.metadata.namespace : 'default';
+  const slash = first.indexOf('/');
+  const nadNs = slash >= 0 ? first.slice(0, slash) : podNs;
+  const network = (slash >= 0 ? first.slice(slash + 1) : first).split('@')[0] as string;
+  const ip = ann[`${network}.${nadNs}.kubernetes.io/ip_address`];
   if (typeof ip !== 'string' || ip === '') return undefined;
   const address = ip.split(',')[0] as string;
-  const cidr = ann[`${network}.kube-system.kubernetes.io/cidr`];
+  const cidr = ann[`${network}.${nadNs}.kubernetes.io/cidr`];
   const prefix = typeof cidr === 'string' ? cidr.split(',')[0]?.split('/')[1] : undefined;
   return prefix ? `${address}/${prefix}` : address;
 }
