@@ -31,6 +31,7 @@ import type { Deps } from '../shared/ports.js';
 import type { Suite } from './run.js';
 
 const root = new URL('..', import.meta.url).pathname;
+const progress = (line: string): void => void process.stderr.write(`lambda: ${line}\n`);
 const FUNCTIONS = ['add', 'update', 'reset', 'delete', 'gc'] as const;
 
 const median = (xs: number[]): number => {
@@ -98,6 +99,7 @@ export const suite: Suite = {
       const baseline = coldImportMs(empty, runs);
       const bundles = [];
       for (const fn of FUNCTIONS) {
+        progress(`bundling ${fn} and timing ${runs} cold imports`);
         const out = join(dir, `${fn}.cjs`);
         await bundle(join(root, `functions/${fn}/handler.ts`), out);
         const bytes = statSync(out).size;
@@ -111,6 +113,7 @@ export const suite: Suite = {
         });
       }
 
+      progress(`${n} adds on the in-memory ports`);
       // In-memory ports.
       const w = world({ cidrBlock: '172.18.0.0/16', gateway: '172.18.0.1', excludeIps: [] });
       const memory = await addLatencies(
@@ -119,6 +122,7 @@ export const suite: Suite = {
         n,
       );
 
+      progress(`${n} adds on the real adapters (local Kubernetes API + dynalite)`);
       // Real adapters on loopback.
       const api = await startKubeApi();
       const kubeconfig = join(dir, 'kubeconfig');
