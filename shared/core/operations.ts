@@ -210,22 +210,19 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   // 2. Allocation: durable before the gateway is touched. Gateway pods' own addresses are claimed for the pods
   //    first, so they are never handed to an EIP (ADR 0006).
   await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
-  const held = await deps.ipam.findByOwner(owner.uid);
   let v4: Allocation;
   if (requested) {
+    const held = await deps.ipam.findByOwner(owner.uid);
     v4 = await deps.ipam.claimAddress(target.v4, requested, owner);
     // The user changed spec.v4ip before the EIP was ever configured: give back what the old request claimed.
     for (const a of held)
       if (a.subnet === target.v4.subnet && a.family === 4 && a.address !== v4.address)
         await deps.ipam.release(a.subnet, a.address, owner.uid);
   } else {
-    v4 = await deps.ipam.claimAny(target.v4, owner);
+    v4 = await deps.ipam.claimAny(target.v4, owner); // the owner's existing allocation, if a retry
   }
   const v6 = target.v6 ? await deps.ipam.claimAny(target.v6, owner) : undefined;
-  if (!held.some((a) => a.address === v4.address)) {
-    deps.metrics.count('Allocations', 1, { subnet: target.v4.subnet });
-    run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
-  }
+  run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
 
   // 3. Gateway: address, then QoS.
   const pod = await runningGatewayPod(deps, gwName);
@@ -382,6 +379,8 @@ async function writeReadyStatus(
   if (change) {
     await deps.cluster.patchEipStatus(eip.metadata.name, change);
     run.did(`status ${Object.keys(change).join(',')}`);
+    // status.ip is written once per EIP: that is when an EIP has got its address.
+    if (!eip.status?.ip) deps.metrics.count('Allocations', 1, { subnet: externalNetworkOf(eip) });
   }
 }
 

@@ -151,6 +151,7 @@ describe('bridge with the in-process sink and the real handlers', () => {
       return e;
     });
     expect(net1()).toContain(`${eip.status!.ip}/24`);
+    await sink.idle(); // the outcome is recorded after the status write we just saw
     expect(
       handled.find((h) => h.event.reason === 'gateway-ready' && h.event.object.name === 'eip-1')?.outcome,
     ).toMatchObject({
