@@ -3,9 +3,23 @@ import { GatewayCommandError, GatewayNotReadyError } from '../domain/errors.js';
 import type { Deps, GatewayPod, NatGwOp } from '../ports.js';
 import { checkDeadline, type Invocation } from './invocation.js';
 
-/** @throws GatewayNotReadyError when the gateway has no pod, or it is not Running with its container ready. */
-export async function runningGatewayPod(deps: Deps, gw: string): Promise<GatewayPod> {
-  const pod = await deps.cluster.findGatewayPod(gw);
+/**
+ * The gateway's pod, from `pods` (a listing the caller already has) or from the API.
+ * @throws GatewayNotReadyError when the gateway has no pod, several, or it is not Running with its container ready.
+ */
+export async function runningGatewayPod(
+  deps: Deps,
+  gw: string,
+  pods?: readonly GatewayPod[],
+): Promise<GatewayPod> {
+  let pod: GatewayPod | undefined;
+  if (pods) {
+    const matches = pods.filter((p) => p.app === `vpc-nat-gw-${gw}`);
+    if (matches.length > 1) throw new GatewayNotReadyError(`too many pods for vpc nat gateway ${gw}`);
+    pod = matches[0];
+  } else {
+    pod = await deps.cluster.findGatewayPod(gw);
+  }
   if (!pod) throw new GatewayNotReadyError(`pod of vpc nat gateway ${gw} not found`);
   if (pod.phase !== 'Running' || pod.container?.ready === false)
     throw new GatewayNotReadyError(`pod ${pod.namespace}/${pod.name} is not active now (phase ${pod.phase})`);

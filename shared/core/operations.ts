@@ -209,7 +209,7 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   // 2. Allocation: durable before the gateway is touched. Gateway pods' own addresses are claimed for the pods
   //    first, so they are never handed to an EIP (ADR 0006).
-  await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
+  const pods = await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
   let v4: Allocation;
   if (requested) {
     const held = await deps.ipam.findByOwner(owner.uid);
@@ -225,7 +225,7 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
 
   // 3. Gateway: address, then QoS.
-  const pod = await runningGatewayPod(deps, gwName);
+  const pod = await runningGatewayPod(deps, gwName, pods);
   await run.gw(pod, 'eip-add', [`${withPrefix(target.v4, v4.address)},${target.v4.gateway}`]);
   if (qos) await addQos(run.inv, deps, pod, v4.address, qos);
   if (qos?.rules.length) run.did(`qos ${qos.name}`);
@@ -255,11 +255,11 @@ function ownMetadata(e: IptablesEip): EipObjectChange | undefined {
 
 /**
  * Claims each NAT gateway pod's own address on the EIP's external network (kube-ovn gave it to the pod) for that
- * pod, owner `pod:<uid>`. Idempotent. A re-created pod takes the address over from its predecessor's reservation
+ * pod, owner `pod:<uid>`, and returns the pods it listed. Idempotent. A re-created pod takes the address over from its predecessor's reservation
  * (released only if that pod is gone, and only if it still holds it); an address already held by an EIP is a
  * collision made before this product managed the subnet, and is reported rather than taken away.
  */
-async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<void> {
+async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<GatewayPod[]> {
   const { deps, inv } = run;
   const pods = await deps.cluster.listGatewayPods();
   const live = new Set(pods.map((p) => podOwner(p.uid)));
@@ -286,6 +286,7 @@ async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<void> {
       }
     }
   }
+  return pods;
 }
 
 async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {

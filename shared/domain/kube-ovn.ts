@@ -191,6 +191,8 @@ export interface GatewayPod {
   uid: string;
   phase: string;
   creationTimestamp: string;
+  /** Its `app` label: `vpc-nat-gw-<gw>` (what kube-ovn's StatefulSet sets, and how a gateway's pod is found). */
+  app?: string;
   /** `vpc-nat-gw` container: restart count and the start time of its current run (RFC 3339), if running. */
   container?: { restartCount: number; startedAt?: string; ready: boolean };
   /**

@@ -42,6 +42,11 @@ type Call = { method: keyof Cluster; name?: string; body?: unknown };
 
 const clone = <T>(v: T): T => structuredClone(v);
 
+/** The port's view of a pod: its app label kept, the other labels dropped. */
+function toPort({ labels, ...pod }: MemoryPod): GatewayPod {
+  return clone({ ...pod, ...(labels[Label.app] && { app: labels[Label.app] }) });
+}
+
 export class MemoryCluster implements Cluster {
   readonly eips = new Map<string, IptablesEip>();
   readonly qos = new Map<string, QoSPolicy>();
@@ -187,14 +192,13 @@ export class MemoryCluster implements Cluster {
     if (matches.length > 1) throw new GatewayNotReadyError(`too many pods for vpc nat gateway ${gw}`);
     const p = matches[0];
     if (!p) return undefined;
-    const { labels: _labels, ...pod } = clone(p);
-    return pod;
+    return toPort(p);
   }
 
   async listGatewayPods(): Promise<GatewayPod[]> {
     return [...this.pods.values()]
       .filter((p) => p.namespace === this.namespace && p.labels[Label.vpcNatGw] === 'true')
-      .map(({ labels: _labels, ...pod }) => clone(pod));
+      .map(toPort);
   }
 
   async natGwFeature(): Promise<NatGwFeature> {

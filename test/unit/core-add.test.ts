@@ -189,6 +189,14 @@ describe('add', () => {
     expect(w.ipam.allocations.size).toBe(1);
   });
 
+  it('throws a retryable error when two pods claim to be the gateway, before anything is configured', async () => {
+    const w = world();
+    w.cluster.putPod({ ...w.pod(), name: 'vpc-nat-gw-gw1-0-copy', uid: 'other' });
+    w.eip('eip-a');
+    await expect(w.run('add', 'eip-a')).rejects.toThrow(/too many pods for vpc nat gateway gw1/);
+    expect(w.gateway.calls).toEqual([]);
+  });
+
   it('gives a deleted-and-recreated EIP with the same name its own allocation', async () => {
     const w = world();
     const first = w.eip('eip-a');

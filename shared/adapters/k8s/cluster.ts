@@ -137,6 +137,7 @@ export function toGatewayPod(pod: V1Pod, fallbackNamespace: string): GatewayPod 
     uid: meta.uid ?? '',
     phase: pod.status?.phase ?? 'Unknown',
     creationTimestamp: rfc3339(meta.creationTimestamp) ?? '',
+    ...(meta.labels?.[Label.app] && { app: meta.labels[Label.app] }),
     addresses: podNetworkAddresses(meta.namespace ?? fallbackNamespace, meta.annotations),
     ...(status && {
       container: {
