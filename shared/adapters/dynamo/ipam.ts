@@ -16,8 +16,10 @@ import {
   type GetItemCommandOutput,
   PutItemCommand,
   QueryCommand,
+  type QueryCommandInput,
   type QueryCommandOutput,
   ScanCommand,
+  type ScanCommandInput,
   type ScanCommandOutput,
   UpdateItemCommand,
   type UpdateItemCommandOutput,
@@ -348,27 +350,19 @@ export class DynamoIpam implements Ipam {
   private async oldestReleased(g: PoolGeometry): Promise<bigint[]> {
     const batch = this.tuning.reuseBatch;
     const out: bigint[] = [];
-    let start: Item | undefined;
-    do {
-      const page = await this.store.send<QueryCommandOutput>(
-        new QueryCommand({
-          TableName: this.store.tableName,
-          IndexName: INDEX.byFree,
-          KeyConditionExpression: '#freePool = :pk',
-          ExpressionAttributeNames: names('freePool'),
-          ExpressionAttributeValues: { ':pk': { S: g.pk } },
-          ScanIndexForward: true,
-          Limit: batch,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const it of page.Items ?? []) {
-        const v = valueOfSk(it.sk?.S ?? '');
-        // Released before the subnet's excludeIps or CIDR changed: no longer eligible, skipped (kept, not lost).
-        if (v !== undefined && g.slotOf(v) !== undefined) out.push(v);
-      }
-      start = page.LastEvaluatedKey;
-    } while (start && out.length < batch);
+    for await (const it of this.queryItems({
+      IndexName: INDEX.byFree,
+      KeyConditionExpression: '#freePool = :pk',
+      ExpressionAttributeNames: names('freePool'),
+      ExpressionAttributeValues: { ':pk': { S: g.pk } },
+      ScanIndexForward: true,
+      Limit: batch,
+    })) {
+      const v = valueOfSk(it.sk?.S ?? '');
+      // Released before the subnet's excludeIps or CIDR changed: no longer eligible, skipped (kept, not lost).
+      if (v !== undefined && g.slotOf(v) !== undefined) out.push(v);
+      if (out.length >= batch) break;
+    }
     return out;
   }
 
@@ -435,29 +429,16 @@ export class DynamoIpam implements Ipam {
 
   private async fullMarkers(g: PoolGeometry, from: bigint, to: bigint): Promise<Set<bigint>> {
     const out = new Set<bigint>();
-    let start: Item | undefined;
-    do {
-      const page = await this.store.send<QueryCommandOutput>(
-        new QueryCommand({
-          TableName: this.store.tableName,
-          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
-          ExpressionAttributeValues: {
-            ':pk': { S: g.pk },
-            ':a': { S: fullSk(from) },
-            ':b': { S: fullSk(to) },
-          },
-          ProjectionExpression: 'sk, #fingerprint',
-          ExpressionAttributeNames: names('fingerprint'),
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const it of page.Items ?? []) {
-        const seg = segmentOfFullSk(it.sk?.S ?? '');
-        // A marker written for another shape of the pool (excludeIps changed) says nothing about this one.
-        if (seg !== undefined && it.fingerprint?.S === g.fingerprint) out.add(seg);
-      }
-      start = page.LastEvaluatedKey;
-    } while (start);
+    for await (const it of this.queryItems({
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
+      ExpressionAttributeValues: { ':pk': { S: g.pk }, ':a': { S: fullSk(from) }, ':b': { S: fullSk(to) } },
+      ProjectionExpression: 'sk, #fingerprint',
+      ExpressionAttributeNames: names('fingerprint'),
+    })) {
+      const seg = segmentOfFullSk(it.sk?.S ?? '');
+      // A marker written for another shape of the pool (excludeIps changed) says nothing about this one.
+      if (seg !== undefined && it.fingerprint?.S === g.fingerprint) out.add(seg);
+    }
     return out;
   }
 
@@ -481,30 +462,49 @@ export class DynamoIpam implements Ipam {
   private async usedSlots(g: PoolGeometry, seg: bigint): Promise<Set<bigint>> {
     const { first, last } = g.segment(seg);
     const used = new Set<bigint>();
+    for await (const it of this.queryItems({
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
+      ExpressionAttributeValues: {
+        ':pk': { S: g.pk },
+        ':a': { S: g.skOf(first) },
+        ':b': { S: g.skOf(last) },
+      },
+      ProjectionExpression: 'sk',
+      ConsistentRead: true,
+    })) {
+      const v = valueOfSk(it.sk?.S ?? '');
+      const slot = v === undefined ? undefined : g.slotOf(v);
+      if (slot !== undefined) used.add(slot);
+    }
+    return used;
+  }
+
+  /** Every item a Query returns, page after page (break out of the loop to stop reading pages). */
+  private async *queryItems(
+    input: Omit<QueryCommandInput, 'TableName' | 'ExclusiveStartKey'>,
+  ): AsyncGenerator<Item> {
     let start: Item | undefined;
     do {
       const page = await this.store.send<QueryCommandOutput>(
-        new QueryCommand({
-          TableName: this.store.tableName,
-          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
-          ExpressionAttributeValues: {
-            ':pk': { S: g.pk },
-            ':a': { S: g.skOf(first) },
-            ':b': { S: g.skOf(last) },
-          },
-          ProjectionExpression: 'sk',
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
+        new QueryCommand({ ...input, TableName: this.store.tableName, ExclusiveStartKey: start }),
       );
-      for (const it of page.Items ?? []) {
-        const v = valueOfSk(it.sk?.S ?? '');
-        const s = v === undefined ? undefined : g.slotOf(v);
-        if (s !== undefined) used.add(s);
-      }
+      yield* page.Items ?? [];
       start = page.LastEvaluatedKey;
     } while (start);
-    return used;
+  }
+
+  /** Every item of a Scan, page after page. */
+  private async *scanItems(
+    input: Omit<ScanCommandInput, 'TableName' | 'ExclusiveStartKey'>,
+  ): AsyncGenerator<Item> {
+    let start: Item | undefined;
+    do {
+      const page = await this.store.send<ScanCommandOutput>(
+        new ScanCommand({ ...input, TableName: this.store.tableName, ExclusiveStartKey: start }),
+      );
+      yield* page.Items ?? [];
+      start = page.LastEvaluatedKey;
+    } while (start);
   }
 
   // ------------------------------------------------------------------ lookups and releases
@@ -517,21 +517,13 @@ export class DynamoIpam implements Ipam {
   private async held(ownerUid: string, pk?: string): Promise<Allocation[]> {
     if (!ownerUid) return [];
     const seen: Item[] = [];
-    let start: Item | undefined;
-    do {
-      const page = await this.store.send<QueryCommandOutput>(
-        new QueryCommand({
-          TableName: this.store.tableName,
-          IndexName: INDEX.byOwner,
-          KeyConditionExpression: '#ownerUid = :uid',
-          ExpressionAttributeNames: names('ownerUid'),
-          ExpressionAttributeValues: { ':uid': { S: ownerUid } },
-          ExclusiveStartKey: start,
-        }),
-      );
-      seen.push(...(page.Items ?? []));
-      start = page.LastEvaluatedKey;
-    } while (start);
+    for await (const it of this.queryItems({
+      IndexName: INDEX.byOwner,
+      KeyConditionExpression: '#ownerUid = :uid',
+      ExpressionAttributeNames: names('ownerUid'),
+      ExpressionAttributeValues: { ':uid': { S: ownerUid } },
+    }))
+      seen.push(it);
     // The index is eventually consistent on AWS: confirm each hit on the item itself (strongly consistent),
     // so that an address released (and maybe re-claimed by someone else) a moment ago is not reported as ours.
     const confirmed = await Promise.all(
@@ -635,32 +627,21 @@ export class DynamoIpam implements Ipam {
     const held = new Map<string, number>();
     const perOwnerPool = new Map<string, Allocation[]>();
     const candidates: { item: Item; allocation: Allocation }[] = [];
-    let start: Item | undefined;
-    do {
-      const page = await this.store.send<ScanCommandOutput>(
-        new ScanCommand({
-          TableName: this.store.tableName,
-          IndexName: INDEX.byOwner,
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) {
-        if (!item.ownerUid?.S || !item.address?.S) continue;
-        const a = toAllocation(item);
-        report.scanned++;
-        const poolKey = `${a.subnet}|${a.family}`;
-        held.set(poolKey, (held.get(poolKey) ?? 0) + 1);
-        const opk = `${a.owner.uid}|${poolKey}`;
-        perOwnerPool.set(opk, [...(perOwnerPool.get(opk) ?? []), a]);
-        if (liveOwnerUids.has(a.owner.uid)) continue;
-        if (Number(item.claimedAt?.N ?? '0') >= cutoff) {
-          report.tooYoung++;
-          continue;
-        }
-        candidates.push({ item, allocation: a });
+    for await (const item of this.scanItems({ IndexName: INDEX.byOwner })) {
+      if (!item.ownerUid?.S || !item.address?.S) continue;
+      const a = toAllocation(item);
+      report.scanned++;
+      const poolKey = `${a.subnet}|${a.family}`;
+      held.set(poolKey, (held.get(poolKey) ?? 0) + 1);
+      const opk = `${a.owner.uid}|${poolKey}`;
+      perOwnerPool.set(opk, [...(perOwnerPool.get(opk) ?? []), a]);
+      if (liveOwnerUids.has(a.owner.uid)) continue;
+      if (Number(item.claimedAt?.N ?? '0') >= cutoff) {
+        report.tooYoung++;
+        continue;
       }
-      start = page.LastEvaluatedKey;
-    } while (start);
+      candidates.push({ item, allocation: a });
+    }
 
     for (const { item, allocation } of candidates) {
       report.orphans.push(allocation);
