@@ -58,6 +58,26 @@ async function waitFor(s: Started, pattern: RegExp, timeoutMs = 30_000): Promise
 const kubectl = (...args: string[]) =>
   run('kubectl', ['--kubeconfig', kubeconfig, ...args], { env: { ...process.env, HOME: dir } });
 
+/** What a person types to look at the gateway: `kubectl exec … -- ip -o addr show dev net1`. */
+const net1ViaKubectl = async (): Promise<string> =>
+  (
+    await kubectl(
+      'exec',
+      '-n',
+      'kube-system',
+      'vpc-nat-gw-gw1-0',
+      '-c',
+      'vpc-nat-gw',
+      '--',
+      'ip',
+      '-o',
+      'addr',
+      'show',
+      'dev',
+      'net1',
+    )
+  ).stdout;
+
 afterAll(() => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
@@ -80,22 +100,7 @@ describe.skipIf(skip)('npm start', () => {
       'jsonpath={.status.ip} {.status.ready}',
     );
     expect(get.stdout).toBe(`${firstIp} true`);
-    const addr = await kubectl(
-      'exec',
-      '-n',
-      'kube-system',
-      'vpc-nat-gw-gw1-0',
-      '-c',
-      'vpc-nat-gw',
-      '--',
-      'ip',
-      '-o',
-      'addr',
-      'show',
-      'dev',
-      'net1',
-    );
-    expect(addr.stdout).toContain(`inet ${firstIp}/24`);
+    expect(await net1ViaKubectl()).toContain(`inet ${firstIp}/24`);
 
     const invoke = await run(
       process.execPath,
@@ -138,23 +143,7 @@ describe.skipIf(skip)('npm start', () => {
     const end = Date.now() + 20_000;
     let addr = '';
     while (Date.now() < end && !addr.includes(`inet ${firstIp}/24`)) {
-      addr = (
-        await kubectl(
-          'exec',
-          '-n',
-          'kube-system',
-          'vpc-nat-gw-gw1-0',
-          '-c',
-          'vpc-nat-gw',
-          '--',
-          'ip',
-          '-o',
-          'addr',
-          'show',
-          'dev',
-          'net1',
-        ).catch(() => ({ stdout: '' }))
-      ).stdout;
+      addr = await net1ViaKubectl().catch(() => '');
       await new Promise((r) => setTimeout(r, 200));
     }
     expect(addr).toContain(`inet ${firstIp}/24`);
