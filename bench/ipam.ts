@@ -31,12 +31,8 @@ import {
   type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { startLocalDynamo } from '../local/dynamo.js';
-import {
-  createDynamoIpam,
-  type DynamoIpam,
-  ensureTable,
-  type IpamTuning,
-} from '../shared/adapters/dynamo/index.js';
+import { ensureTable } from '../local/table.js';
+import { createDynamoIpam, type DynamoIpam, type IpamTuning } from '../shared/adapters/dynamo/index.js';
 import { fullSk, geometryOf, META_SK, type PoolGeometry } from '../shared/adapters/dynamo/layout.js';
 import type { Pool } from '../shared/ports.js';
 import { LOCK_CURSOR_SK, SubnetLockAllocator } from './ipam-subnet-lock.js';

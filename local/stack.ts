@@ -7,7 +7,6 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ApiException, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
-import { ensureTable } from '../shared/adapters/dynamo/index.js';
 import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { buildDeps } from '../shared/adapters/live.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
@@ -18,6 +17,7 @@ import { startStandIns } from './controllers/index.js';
 import { demoObjects } from './demo.js';
 import { startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
+import { ensureTable } from './table.js';
 
 export const TABLE_NAME = 'eip-lambdas-local-ipam';
 export const NAMESPACE = 'kube-system';

@@ -11,9 +11,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Context } from 'aws-lambda';
+import { world } from '../local/memory/world.js';
 import { HANDLERS, type HandlerName } from '../shared/events.js';
 import { eipHandler } from '../shared/lambda/eip-handler.js';
-import { world } from '../shared/memory/world.js';
 import type { Deps } from '../shared/ports.js';
 import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE } from './target.js';
 

@@ -1,6 +1,6 @@
 /**
  * Ports: every side effect the handlers have goes through one of these. Each has a real adapter
- * (DynamoDB, the Kubernetes API, pods/exec) and an in-memory one (shared/memory/) that the tests and the
+ * (DynamoDB, the Kubernetes API, pods/exec) and an in-memory one (local/memory/) that the tests and the
  * offline `npm run invoke` use. Adapters translate their library's errors into shared/domain/errors.ts.
  */
 import type {
@@ -34,9 +34,20 @@ export interface Pool {
   /**
    * The subnet's dedicated EIP range (annotation `eip-lambdas.io/eip-range`), when it has one: only these addresses
    * (single addresses or `a..b` ranges) are handed out, and excludeIps do not apply inside them — kube-ovn's own
-   * IPAM is kept out of the range by listing it in excludeIps. See infra/adr (coexistence with kube-ovn's IPAM).
+   * IPAM is kept out of the range by listing it in excludeIps. See docs/adr (coexistence with kube-ovn's IPAM).
    */
   only?: readonly string[];
+}
+
+/**
+ * Where an allocated address is configured: the NAT gateway whose net1 carries it and the prefix length it was
+ * added with. Recorded with the allocation when the address is configured, so that clean-up and the refusal of a
+ * gateway or subnet change never depend on the EIP's current spec or labels, which a user can edit
+ * (docs/kube-ovn-differences.md).
+ */
+export interface Placement {
+  gateway: string;
+  prefix: number;
 }
 
 export interface Allocation {
@@ -44,6 +55,8 @@ export interface Allocation {
   family: 4 | 6;
   address: string;
   owner: Owner;
+  /** Where the address is configured, once recorded (see Ipam.place). */
+  placement?: Placement;
 }
 
 export interface Ipam {
@@ -68,6 +81,11 @@ export interface Ipam {
    * address is free or held by someone else, so a stale release can never free a re-claimed address.
    */
   release(subnet: string, address: string, ownerUid: string): Promise<boolean>;
+  /**
+   * Records where `ownerUid`'s address is configured (replacing an earlier placement). Returns false (and changes
+   * nothing) when the owner no longer holds the address.
+   */
+  place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean>;
 }
 
 // ---------------------------------------------------------------- Leases

@@ -239,6 +239,26 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
         expect(await ipam.releaseByOwner('uid-1')).toEqual([]);
       });
 
+      it('records where an address is configured, for its holder only, and forgets it on release', async () => {
+        const { ipam } = await fresh();
+        const a = await ipam.claimAddress(v4, '10.0.0.7', owner(1));
+        expect(a.placement).toBeUndefined();
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-2', { gateway: 'gw9', prefix: 24 })).toBe(false);
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', { gateway: 'gw1', prefix: 24 })).toBe(true);
+        expect((await ipam.findByOwner('uid-1'))[0]?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+        // a repeated claim by the holder keeps the placement; a new placement replaces it
+        expect((await ipam.claimAddress(v4, '10.0.0.7', owner(1))).placement).toEqual({
+          gateway: 'gw1',
+          prefix: 24,
+        });
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', { gateway: 'gw2', prefix: 24 })).toBe(true);
+        expect((await ipam.findByOwner('uid-1'))[0]?.placement?.gateway).toBe('gw2');
+        // released and claimed by someone else: the old placement is not theirs
+        expect(await ipam.release('ext', '10.0.0.7', 'uid-1')).toBe(true);
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', { gateway: 'gw1', prefix: 24 })).toBe(false);
+        expect((await ipam.claimAddress(v4, '10.0.0.7', owner(2))).placement).toBeUndefined();
+      });
+
       it('finds nothing for an owner that never claimed', async () => {
         const { ipam } = await fresh();
         expect(await ipam.findByOwner('nobody')).toEqual([]);

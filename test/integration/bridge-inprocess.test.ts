@@ -17,7 +17,7 @@ import { demoObjects } from '../../local/demo.js';
 import { startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
-import { ensureTable } from '../../shared/adapters/dynamo/index.js';
+import { ensureTable } from '../../local/table.js';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { type Bridge, type InProcessSink, inProcessSink, startBridge } from '../../shared/bridge/index.js';
 import { loadConfig } from '../../shared/config/config.js';

@@ -14,7 +14,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
-import { bundleBridge } from '../../shared/bridge/build.js';
+import { bundleBridge } from '../../scripts/build-bridge.js';
 import { GROUP, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import { type EipEvent, EVENT_SOURCE, parseEipEvent } from '../../shared/events.js';
 
@@ -62,7 +62,7 @@ interface Proc {
   stderr: () => string;
 }
 
-/** The bundle the container runs, built once for the suite (shared/bridge/build.ts). */
+/** The bundle the container runs, built once for the suite (scripts/build-bridge.ts). */
 let bundle = '';
 
 function run(env: Record<string, string>, args: string[] = []): Proc {

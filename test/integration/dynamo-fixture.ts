@@ -4,12 +4,8 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { startLocalDynamo } from '../../local/dynamo.js';
-import {
-  createDynamoIpam,
-  createDynamoLeases,
-  type DynamoIpam,
-  ensureTable,
-} from '../../shared/adapters/dynamo/index.js';
+import { ensureTable } from '../../local/table.js';
+import { createDynamoIpam, createDynamoLeases, type DynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { Clock, Leases, Metrics } from '../../shared/ports.js';
 
 export interface DynamoFixture {

@@ -11,7 +11,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalDynamo } from '../../local/dynamo.js';
-import { ensureTable, loadTableDefinition } from '../../shared/adapters/dynamo/index.js';
+import { ensureTable, loadTableDefinition } from '../../local/table.js';
 import { StoreUnavailableError } from '../../shared/domain/errors.js';
 import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
 

@@ -5,7 +5,8 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalDynamo } from '../../local/dynamo.js';
-import { createDynamoIpam, ensureTable } from '../../shared/adapters/dynamo/index.js';
+import { ensureTable } from '../../local/table.js';
+import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { collectGarbage } from '../../shared/core/gc.js';
 import { world } from '../support/world.js';
 

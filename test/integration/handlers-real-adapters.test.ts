@@ -20,7 +20,7 @@ import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
 import { startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
-import { ensureTable } from '../../shared/adapters/dynamo/index.js';
+import { ensureTable } from '../../local/table.js';
 import { kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { loadConfig } from '../../shared/config/config.js';

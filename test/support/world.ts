@@ -1,1 +1,1 @@
-export { GW, ManualClock, POD, type World, world } from '../../shared/memory/world.js';
+export { GW, ManualClock, POD, type World, world } from '../../local/memory/world.js';

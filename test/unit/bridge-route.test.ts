@@ -1,6 +1,6 @@
 /**
  * The routing table, driven by watch streams recorded from the local Kubernetes API (events/watch/*.jsonl, made by
- * shared/bridge/record-watch.ts). Each stream is replayed through a Tracker — the bridge's last-seen cache plus
+ * local/record-watch.ts). Each stream is replayed through a Tracker — the bridge's last-seen cache plus
  * the pure route() — exactly as the bridge feeds live watch events; the table says what every line routes to.
  */
 import { readFileSync } from 'node:fs';

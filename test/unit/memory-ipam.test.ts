@@ -1,5 +1,5 @@
-import { MemoryIpam } from '../../shared/memory/ipam.js';
-import { MemoryLeases } from '../../shared/memory/leases.js';
+import { MemoryIpam } from '../../local/memory/ipam.js';
+import { MemoryLeases } from '../../local/memory/leases.js';
 import { describeIpamContract, describeLeasesContract } from '../contract/ipam.js';
 
 const make = async (clock: { now(): number }) => ({

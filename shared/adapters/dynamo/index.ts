@@ -18,7 +18,6 @@ export type { ClaimStats, GcOptions, GcReport, IpamTuning } from './ipam.js';
 export { DynamoIpam } from './ipam.js';
 export { DynamoLeases, MAX_LEASE_MS } from './leases.js';
 export type { RetryPolicy } from './store.js';
-export { createTableInput, ensureTable, loadTableDefinition } from './table.js';
 
 const systemClock: Clock = { now: () => Date.now() };
 

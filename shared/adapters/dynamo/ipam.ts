@@ -1,7 +1,7 @@
 /**
  * The Ipam port on one DynamoDB table, with single-item conditional writes only (dynalite has no transactions).
  * Item types, access patterns and the write order of every protocol: README.md next to this file.
- * Allocation rules (the same as shared/memory/ipam.ts, ADR 0012):
+ * Allocation rules (the same as local/memory/ipam.ts, ADR 0012):
  * - eligible addresses come from allocatableRanges(): never network, broadcast, gateway or excluded;
  * - claimAny takes never-used addresses first; released ones only after every never-used one is gone,
  *   oldest release first (spread at random over the oldest few, so concurrent allocators do not collide);
@@ -37,7 +37,7 @@ import {
   InvalidSpecError,
   NoAvailableAddressError,
 } from '../../domain/errors.js';
-import type { Allocation, Clock, Ipam, Logger, Metrics, Owner, Pool } from '../../ports.js';
+import type { Allocation, Clock, Ipam, Logger, Metrics, Owner, Placement, Pool } from '../../ports.js';
 import { type CursorOptions, DEFAULT_CURSOR, NeverUsedCursor } from './cursor.js';
 import {
   addressSk,
@@ -547,6 +547,28 @@ export class DynamoIpam implements Ipam {
     return released;
   }
 
+  /** One conditional UpdateItem on the address item: the placement is written only while `ownerUid` holds it. */
+  async place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean> {
+    const p = parseAddress(address);
+    if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
+    if (!ownerUid) return false;
+    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
+      new UpdateItemCommand({
+        TableName: this.store.tableName,
+        Key: key(poolPk(subnet, p.family), addressSk(p.family, p.value)),
+        UpdateExpression: 'SET #placedGateway = :gw, #placedPrefix = :prefix',
+        ConditionExpression: '#ownerUid = :uid',
+        ExpressionAttributeNames: names('placedGateway', 'placedPrefix', 'ownerUid'),
+        ExpressionAttributeValues: {
+          ':gw': { S: placement.gateway },
+          ':prefix': { N: String(placement.prefix) },
+          ':uid': { S: ownerUid },
+        },
+      }),
+    );
+    return r.ok;
+  }
+
   async release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
     const p = parseAddress(address);
     if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
@@ -585,7 +607,8 @@ export class DynamoIpam implements Ipam {
         TableName: this.store.tableName,
         Key: key(pk, sk),
         UpdateExpression:
-          'SET #freePool = :pk, #releasedAt = :now, #lastOwnerUid = :uid REMOVE #ownerUid, #ownerName, #claimId, #claimedAt',
+          'SET #freePool = :pk, #releasedAt = :now, #lastOwnerUid = :uid ' +
+          'REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, #placedGateway, #placedPrefix',
         ConditionExpression: condition,
         ExpressionAttributeNames: names(
           'freePool',
@@ -595,6 +618,8 @@ export class DynamoIpam implements Ipam {
           'ownerName',
           'claimId',
           'claimedAt',
+          'placedGateway',
+          'placedPrefix',
         ),
         ExpressionAttributeValues: values,
       }),
@@ -719,6 +744,10 @@ function toAllocation(it: Item): Allocation {
     family: Number(it.family!.N) as Family,
     address: it.address!.S!,
     owner: { uid: it.ownerUid!.S!, name: it.ownerName?.S ?? '' },
+    ...(it.placedGateway?.S &&
+      it.placedPrefix?.N && {
+        placement: { gateway: it.placedGateway.S, prefix: Number(it.placedPrefix.N) },
+      }),
   };
 }
 

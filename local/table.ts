@@ -13,7 +13,7 @@ import {
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { parse } from 'yaml';
-import { StoreUnavailableError } from '../../domain/errors.js';
+import { StoreUnavailableError } from '../shared/domain/errors.js';
 
 /**
  * Where the definition is, relative to this module (repo layout). A function, not a module constant: inside a
@@ -21,7 +21,7 @@ import { StoreUnavailableError } from '../../domain/errors.js';
  * every handler that imports the adapter (bench/lambda.ts caught it).
  */
 export function tableDefinitionUrl(): URL {
-  return new URL('../../../infra/dynamodb-table.yml', import.meta.url);
+  return new URL('../infra/dynamodb-table.yml', import.meta.url);
 }
 
 interface CfnTable {

@@ -4,10 +4,10 @@
  * codes — not just a list of calls. It also records every call and can be told to fail the next ones.
  */
 
-import { NatGatewaySim } from '../../local/natgw/sim.js';
-import { GatewayCommandError } from '../domain/errors.js';
-import { natGatewayArgv } from '../domain/nat-gateway.js';
-import type { ExecResult, Gateway, GatewayPod, NatGwOp } from '../ports.js';
+import { GatewayCommandError } from '../../shared/domain/errors.js';
+import { natGatewayArgv } from '../../shared/domain/nat-gateway.js';
+import type { ExecResult, Gateway, GatewayPod, NatGwOp } from '../../shared/ports.js';
+import { NatGatewaySim } from '../natgw/sim.js';
 
 export interface GatewayCall {
   pod: string;

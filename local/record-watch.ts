@@ -4,7 +4,7 @@
  * controllers and our own handlers would make them), and saves every watch line exactly as it arrived, merged
  * across the watches in resourceVersion order (resourceVersions are global). The routing test replays them.
  *
- *   npx tsx shared/bridge/record-watch.ts [scenario…]     # all scenarios when none is named
+ *   npx tsx local/record-watch.ts [scenario…]     # all scenarios when none is named
  *
  * Recording is a development step, not part of the tests: uids and timestamps change on every run, the routing
  * does not.
@@ -21,6 +21,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
 } from '@kubernetes/client-node';
+import { watchPaths } from '../shared/bridge/source.js';
 import {
   DEFAULT_EXTERNAL_SUBNET,
   FINALIZER,
@@ -30,10 +31,9 @@ import {
   Label,
   Plural,
   VERSION,
-} from '../domain/kube-ovn.js';
-import { watchPaths } from './source.js';
+} from '../shared/domain/kube-ovn.js';
 
-const OUT = fileURLToPath(new URL('../../events/watch/', import.meta.url));
+const OUT = fileURLToPath(new URL('../events/watch/', import.meta.url));
 const NS = 'kube-system';
 const EXT_CIDR = '172.18.0.0/24';
 
@@ -336,8 +336,8 @@ const rvOfLine = (line: string): number =>
 export async function record(name: string): Promise<string[]> {
   const scenario = scenarios[name];
   if (!scenario) throw new Error(`no scenario ${name}; known: ${Object.keys(scenarios).join(', ')}`);
-  const { startKubeApi } = await import('../../local/kube-api/index.js');
-  const { startStandIns } = await import('../../local/controllers/index.js');
+  const { startKubeApi } = await import('./kube-api/index.js');
+  const { startStandIns } = await import('./controllers/index.js');
   const api = await startKubeApi({ restartDelayMs: 100 });
   const kc = new KubeConfig();
   kc.loadFromString(api.kubeconfigYaml());

@@ -2,8 +2,8 @@
  * In-memory Leases: the same rules as the DynamoDB adapter (shared/adapters/dynamo/leases.ts): take when free,
  * expired or already ours; an expiry must lie in the future and is cut to 15 minutes; release only by the holder.
  */
-import { DeadlineError, InvalidSpecError, LeaseHeldError } from '../domain/errors.js';
-import type { Clock, Lease, Leases } from '../ports.js';
+import { DeadlineError, InvalidSpecError, LeaseHeldError } from '../../shared/domain/errors.js';
+import type { Clock, Lease, Leases } from '../../shared/ports.js';
 
 /** No lease outlives the longest Lambda invocation. */
 const MAX_LEASE_MS = 15 * 60_000;

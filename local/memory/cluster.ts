@@ -5,7 +5,7 @@
  * Tests and the offline `npm run invoke` use it; the local Kubernetes API (local/kube-api) is the real thing.
  */
 import { randomUUID } from 'node:crypto';
-import { ConflictError, GatewayNotReadyError } from '../domain/errors.js';
+import { ConflictError, GatewayNotReadyError } from '../../shared/domain/errors.js';
 import {
   API_VERSION,
   type GatewayPod,
@@ -18,7 +18,7 @@ import {
   type QoSPolicy,
   type Subnet,
   type VpcNatGateway,
-} from '../domain/kube-ovn.js';
+} from '../../shared/domain/kube-ovn.js';
 import type {
   Cluster,
   EipObjectChange,
@@ -26,7 +26,7 @@ import type {
   KubeEvent,
   NatGwFeature,
   NatRuleRef,
-} from '../ports.js';
+} from '../../shared/ports.js';
 
 export interface RecordedEvent extends KubeEvent {
   object: string;

@@ -2,12 +2,12 @@
  * Bundles the bridge's container entry point (functions/bridge/main.ts) into one ESM file for `node` — what the
  * image in infra/bridge/Dockerfile runs, and what the entry-point tests start.
  *
- *   npx tsx shared/bridge/build.ts [outfile]        # default .local/bridge/bridge.mjs
+ *   npx tsx scripts/build-bridge.ts [outfile]        # default .local/bridge/bridge.mjs
  */
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
 export const DEFAULT_OUTFILE = `${ROOT}.local/bridge/bridge.mjs`;
 
 export async function bundleBridge(outfile = DEFAULT_OUTFILE): Promise<string> {

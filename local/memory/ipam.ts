@@ -5,7 +5,7 @@
  *   never-used one is gone (oldest release first), as kube-ovn does;
  * - owner is the uid: same-owner claims are idempotent, another owner's address is a conflict.
  * Both adapters pass the same contract suite (test/contract/ipam.ts). Order within a phase may differ: the
- * DynamoDB allocator spreads concurrent allocators over the pool on purpose (infra/adr/0012).
+ * DynamoDB allocator spreads concurrent allocators over the pool on purpose (docs/adr/0012).
  */
 import {
   allocatableRanges,
@@ -13,9 +13,9 @@ import {
   canonicalAddress,
   formatAddress,
   staticAddressProblem,
-} from '../domain/addressing.js';
-import { AddressConflictError, NoAvailableAddressError } from '../domain/errors.js';
-import type { Allocation, Ipam, Owner, Pool } from '../ports.js';
+} from '../../shared/domain/addressing.js';
+import { AddressConflictError, NoAvailableAddressError } from '../../shared/domain/errors.js';
+import type { Allocation, Ipam, Owner, Placement, Pool } from '../../shared/ports.js';
 
 const keyOf = (subnet: string, address: string): string => `${subnet}|${address}`;
 
@@ -91,6 +91,14 @@ export class MemoryIpam implements Ipam {
     const list = this.released.get(k) ?? [];
     list.push(addr);
     this.released.set(k, list);
+    return true;
+  }
+
+  async place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean> {
+    const k = keyOf(subnet, canonicalAddress(address));
+    const held = this.allocations.get(k);
+    if (!held || held.owner.uid !== ownerUid) return false;
+    this.allocations.set(k, { ...held, placement: { ...placement } });
     return true;
   }
 

@@ -4,20 +4,20 @@
  * by the simulated nat-gateway.sh, and QoS policies whose status the (stand-in) QoS controller has written.
  */
 import { randomUUID } from 'node:crypto';
-import type { Invocation } from '../core/invocation.js';
-import { operations } from '../core/operations.js';
-import type { Outcome } from '../core/outcome.js';
+import type { Invocation } from '../../shared/core/invocation.js';
+import { operations } from '../../shared/core/operations.js';
+import type { Outcome } from '../../shared/core/outcome.js';
 import {
   API_VERSION,
   DEFAULT_EXTERNAL_SUBNET,
   type IptablesEip,
   Label,
   type QoSPolicyBandwidthLimitRule,
-} from '../domain/kube-ovn.js';
-import type { EipEvent, HandlerName, Reason } from '../events.js';
-import { memoryLogger } from '../observability/log.js';
-import { TallyMetrics } from '../observability/metrics.js';
-import type { Deps } from '../ports.js';
+} from '../../shared/domain/kube-ovn.js';
+import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
+import { memoryLogger } from '../../shared/observability/log.js';
+import { TallyMetrics } from '../../shared/observability/metrics.js';
+import type { Deps } from '../../shared/ports.js';
 import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
 import { MemoryIpam } from './ipam.js';
