@@ -38,10 +38,12 @@ export interface WorldOptions {
   cidrBlock?: string;
   gateway?: string;
   excludeIps?: string[];
+  /** The clock to run on (tests pass test/support/clock.ts's); a fresh ManualClock otherwise. */
+  clock?: ManualClock;
 }
 
 export function world(options: WorldOptions = {}) {
-  const clock = new ManualClock();
+  const clock = options.clock ?? new ManualClock();
   const cluster = new MemoryCluster();
   const ipam = new MemoryIpam();
   const leases = new MemoryLeases({ clock });

@@ -77,18 +77,7 @@ export function eip(name: string, extra: Record<string, unknown> = {}): Record<s
   };
 }
 
-/** Retries `check` until it stops throwing (or the deadline passes, then rethrows its last error). */
-export async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 5000, stepMs = 20): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, stepMs));
-    }
-  }
-}
+export { eventually } from '../support/eventually.js';
 
 /** The ApiException client-node threw, with its Status body parsed. */
 export async function apiError(

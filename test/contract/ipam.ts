@@ -19,17 +19,8 @@ import {
   LeaseHeldError,
   NoAvailableAddressError,
 } from '../../shared/domain/errors.js';
-import type { Allocation, Clock, Ipam, Leases, Owner, Pool } from '../../shared/ports.js';
-
-export class ManualClock implements Clock {
-  constructor(public t = 1_700_000_000_000) {}
-  now(): number {
-    return this.t;
-  }
-  advance(ms: number): void {
-    this.t += ms;
-  }
-}
+import type { Allocation, Ipam, Leases, Owner, Pool } from '../../shared/ports.js';
+import { ManualClock } from '../support/clock.js';
 
 export interface ContractSubject {
   ipam: Ipam;

@@ -25,22 +25,11 @@ import type { Outcome } from '../../shared/core/outcome.js';
 import { GROUP, type IptablesEip, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
 import { memoryLogger } from '../../shared/observability/log.js';
+import { eventually } from '../support/eventually.js';
 
 const NS = 'kube-system';
 const POD = 'vpc-nat-gw-gw1-0';
 const TABLE = 'bridge-inprocess';
-
-async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
 
 describe('bridge with the in-process sink and the real handlers', () => {
   let api: KubeApi;

@@ -17,6 +17,7 @@ import { kubeConfigFor } from '../../local/kube-api/testing.js';
 import { bundleBridge } from '../../scripts/build-bridge.js';
 import { GROUP, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import { type EipEvent, EVENT_SOURCE, parseEipEvent } from '../../shared/events.js';
+import { eventually } from '../support/eventually.js';
 
 interface AwsCall {
   path: string;
@@ -98,18 +99,6 @@ function run(env: Record<string, string>, args: string[] = []): Proc {
   });
   const exit = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
   return { child, lines, exit, stderr: () => err };
-}
-
-async function eventually<T>(check: () => T | Promise<T>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await check();
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 }
 
 describe('functions/bridge/main.ts', () => {

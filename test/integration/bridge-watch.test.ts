@@ -22,6 +22,7 @@ import type { Sink } from '../../shared/bridge/sinks/sink.js';
 import { FINALIZER, GROUP, Label, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
 import { memoryLogger } from '../../shared/observability/log.js';
+import { eventually } from '../support/eventually.js';
 
 const NS = 'kube-system';
 
@@ -34,19 +35,6 @@ function recordingSink(delayMs = 0): Sink & { events: EipEvent[] } {
       events.push(e);
     },
   };
-}
-
-async function eventually(check: () => void | Promise<void>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      await check();
-      return;
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
 }
 
 const summary = (events: EipEvent[]) => events.map((e) => `${e.handler}/${e.reason} ${e.object.name}`);

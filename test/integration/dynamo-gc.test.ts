@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Allocation, Pool } from '../../shared/ports.js';
-import { ManualClock } from '../contract/ipam.js';
+import { ManualClock } from '../support/clock.js';
 import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
 
 let fx: DynamoFixture;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll } from 'vitest';
-import { describeIpamContract, describeLeasesContract, type ManualClock } from '../contract/ipam.js';
+import { describeIpamContract, describeLeasesContract } from '../contract/ipam.js';
+import type { ManualClock } from '../support/clock.js';
 import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
 
 let fx: DynamoFixture;

@@ -87,22 +87,5 @@ export async function gatewayPod(w: World, gw: string): Promise<V1Pod | undefine
   }
 }
 
-/** Polls `check` until it stops throwing (or returns a truthy value), or fails with its last error. */
-export async function eventually<T>(
-  check: () => Promise<T> | T,
-  timeoutMs = 5_000,
-): Promise<Exclude<T, undefined | null | false>> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined && v !== false && v !== null) return v as Exclude<T, undefined | null | false>;
-      last = new Error(`condition still ${String(v)}`);
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw last;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** Polls until `check` returns a value that is not undefined, null or false (test/support/eventually.ts). */
+export { eventuallyValue as eventually } from '../support/eventually.js';
