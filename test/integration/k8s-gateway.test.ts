@@ -88,7 +88,7 @@ describe('Gateway.run', () => {
     expect([e.exitCode, e.stderr]).toEqual([3, 'boom\n']);
   });
 
-  it('does not treat stderr output alone as a failure (D28)', async () => {
+  it('does not treat stderr output alone as a failure', async () => {
     w.api.faults.failExec({
       command: 'eip-del',
       exitCode: 0,
@@ -172,7 +172,7 @@ describe('Gateway.run', () => {
     expect((e as ClusterUnavailableError).status).toBe(500);
   });
 
-  it("runs the QoS ops with the seed's argument format", async () => {
+  it("runs the QoS ops with kube-ovn 1.12's argument format", async () => {
     await gateway.run(pod, 'eip-ingress-qos-add', ['172.18.0.10,1,10.5,2']);
     await gateway.run(pod, 'eip-egress-qos-add', ['172.18.0.10,1,3,3']);
     expect(sim.tcFilters().map((f) => [f.direction, f.ip, f.rate, f.burst])).toEqual([

@@ -60,7 +60,7 @@ describe('routing recorded watch streams', () => {
     ]);
   });
 
-  it('sends an EIP that is already terminating when a fresh watch lists it to update, not add (D14)', () => {
+  it('sends an EIP that is already terminating when a fresh watch lists it to update, not add', () => {
     expect(replay('eip-relist-terminating').rows).toEqual([
       'ADDED IptablesEIP eip-ready -> add/added eip-ready',
       'ADDED IptablesEIP eip-going -> update/deletion-requested eip-going',

@@ -70,7 +70,7 @@ describe('add', () => {
     expect([...w.ipam.allocations.values()].map((a) => a.address)).toEqual(['172.18.0.77']);
   });
 
-  it('writes the finalizer before anything is allocated or configured (D3)', async () => {
+  it('writes the finalizer before anything is allocated or configured', async () => {
     const w = world();
     w.eip('eip-a');
     await w.run('add', 'eip-a');
@@ -100,7 +100,7 @@ describe('add', () => {
     expect(w.metrics.total('Allocations')).toBe(1);
   });
 
-  it('treats output on stderr with exit status 0 as success (D28)', async () => {
+  it('treats output on stderr with exit status 0 as success', async () => {
     const w = world();
     w.eip('eip-a');
     w.gateway.failNext(1, {
@@ -161,7 +161,7 @@ describe('add', () => {
     );
   });
 
-  it('routes a terminating EIP to the deletion branch instead of configuring it (D14)', async () => {
+  it('routes a terminating EIP to the deletion branch instead of configuring it', async () => {
     const w = world();
     w.eip('eip-a');
     await w.run('add', 'eip-a');
@@ -238,7 +238,7 @@ describe('add rejects, before any exec, what it cannot serve', () => {
     ['a missing VpcNatGateway', { natGwDp: 'nope' }, /vpc nat gateway nope not found/],
     ['a missing external subnet', { externalSubnet: 'nope' }, /subnet nope not found/],
     [
-      'a subnet the gateway is not attached to (D25)',
+      'a subnet the gateway is not attached to',
       { externalSubnet: 'other-ext' },
       /not attached to subnet other-ext/,
     ],
@@ -266,7 +266,7 @@ describe('add rejects, before any exec, what it cannot serve', () => {
     });
   });
 
-  it('an IPv6-only external subnet for an IPv4 EIP (D20)', async () => {
+  it('an IPv6-only external subnet for an IPv4 EIP', async () => {
     const w = world({ cidrBlock: 'fd00:18::/120', gateway: 'fd00:18::1', excludeIps: [] });
     w.eip('eip-6');
     expect(await w.run('add', 'eip-6')).toMatchObject({
@@ -288,7 +288,7 @@ describe('add rejects, before any exec, what it cannot serve', () => {
 
   it.each([
     [
-      'a rateMax that is a shell fragment (D29)',
+      'a rateMax that is a shell fragment',
       { rateMax: '1;touch /tmp/x', burstMax: '1' },
       /rateMax must be a decimal number/,
     ],
@@ -311,7 +311,7 @@ describe('add rejects, before any exec, what it cannot serve', () => {
     expect(w.ipam.allocations.size).toBe(0);
   });
 
-  it('a missing QoS policy (D9: not silently reported as applied)', async () => {
+  it('a missing QoS policy (not silently reported as applied)', async () => {
     const w = world();
     w.eip('eip-q', { qosPolicy: 'ghost' });
     expect(await w.run('add', 'eip-q')).toMatchObject({

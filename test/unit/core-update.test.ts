@@ -21,7 +21,7 @@ async function ready(w: World, name: string, spec: Record<string, string> = {}) 
 }
 
 describe('update: deletion branch', () => {
-  it('removes the address and QoS from the gateway, releases the allocation, then drops the finalizer (D5)', async () => {
+  it('removes the address and QoS from the gateway, releases the allocation, then drops the finalizer', async () => {
     const w = world();
     w.qos('q', [rule('in', 'ingress', '10'), rule('out', 'egress', '20')]);
     await ready(w, 'eip-a', { qosPolicy: 'q' });
@@ -41,7 +41,7 @@ describe('update: deletion branch', () => {
     expect(w.cluster.writes.map((x) => x.method)).toEqual(['updateEip']);
   });
 
-  it('never sends eip-del when the EIP has no address (D6)', async () => {
+  it('never sends eip-del when the EIP has no address', async () => {
     const w = world();
     // kube-ovn's update handler adds the finalizer to any EIP, so one can carry it without ever getting an address.
     w.cluster.putEip({ metadata: { name: 'eip-n', finalizers: [FINALIZER] }, spec: { natGwDp: 'gw1' } });
@@ -90,7 +90,7 @@ describe('update: deletion branch', () => {
     expect(w.ipam.allocations.size).toBe(0);
   });
 
-  it('skips in-pod cleanup when the VpcNatGateway itself is gone, and still releases and finalizes (D8)', async () => {
+  it('skips in-pod cleanup when the VpcNatGateway itself is gone, and still releases and finalizes', async () => {
     const w = world();
     await ready(w, 'eip-a');
     w.cluster.gateways.delete('gw1');
@@ -102,7 +102,7 @@ describe('update: deletion branch', () => {
     expect(w.get('eip-a')).toBeUndefined();
   });
 
-  it('skips in-pod cleanup while the NAT gateway feature is off (kube-ovn removed the gateways), and still releases (D7)', async () => {
+  it('skips in-pod cleanup while the NAT gateway feature is off (kube-ovn removed the gateways), and still releases', async () => {
     const w = world();
     await ready(w, 'eip-a');
     w.cluster.enableNatGw(false);
@@ -113,7 +113,7 @@ describe('update: deletion branch', () => {
     expect(w.get('eip-a')).toBeUndefined();
   });
 
-  it('retries while the VpcNatGateway exists but its pod is missing, keeping finalizer and allocation (D8)', async () => {
+  it('retries while the VpcNatGateway exists but its pod is missing, keeping finalizer and allocation', async () => {
     const w = world();
     await ready(w, 'eip-a');
     w.cluster.pods.clear();
@@ -165,7 +165,7 @@ describe('update: QoS changes', () => {
     expect(w.tc()).toEqual([]);
     const eip = w.get('eip-a')!;
     expect(eip.status?.qosPolicy).toBe('');
-    // D31: no empty-valued qos label is left behind.
+    // No empty-valued qos label is left behind (docs/kube-ovn-differences.md#no-empty-qos-label).
     expect(eip.metadata.labels).not.toHaveProperty(Label.qos);
   });
 
@@ -181,7 +181,7 @@ describe('update: QoS changes', () => {
   });
 });
 
-describe('update: refused changes (D13)', () => {
+describe('update: refused changes', () => {
   it.each([
     [
       'spec.v4ip',
@@ -227,7 +227,7 @@ describe('update: refused changes (D13)', () => {
   });
 });
 
-describe('update: redo after a gateway restart (D12, D15)', () => {
+describe('update: redo after a gateway restart', () => {
   it("a re-created gateway pod gets the address and QoS back, and status.redo takes the new pod's token", async () => {
     const w = world();
     w.qos('q', [rule('in', 'ingress', '7')]);
@@ -271,7 +271,7 @@ describe('update: redo after a gateway restart (D12, D15)', () => {
     expect(w.get('eip-a')?.status?.ready).toBe(true);
   });
 
-  it('a reset between "redo requested" and the update neither sets ready nor cancels the redo (D12)', async () => {
+  it('a reset between "redo requested" and the update neither sets ready nor cancels the redo', async () => {
     const w = world();
     await ready(w, 'eip-a');
     w.clock.advance(60_000);
@@ -285,7 +285,7 @@ describe('update: redo after a gateway restart (D12, D15)', () => {
 });
 
 describe('update: metadata and status writes', () => {
-  it('adds a missing finalizer, and never adds one to a terminating object (D27)', async () => {
+  it('adds a missing finalizer, and never adds one to a terminating object', async () => {
     const w = world();
     await ready(w, 'eip-a');
     w.cluster.eips.get('eip-a')!.metadata.finalizers = [];
@@ -299,7 +299,7 @@ describe('update: metadata and status writes', () => {
     expect(w.get('eip-a')?.metadata.finalizers).toEqual(['example.com/keep']);
   });
 
-  it('sends status patches with only the fields that change (D18), and no write when nothing changes (D2)', async () => {
+  it('sends status patches with only the fields that change, and no write when nothing changes', async () => {
     const w = world();
     w.qos('q', [rule('in', 'ingress', '1')]);
     await ready(w, 'eip-a');
@@ -331,7 +331,7 @@ describe('update: metadata and status writes', () => {
 });
 
 describe('reset', () => {
-  it('recomputes status.nat from the rules naming the EIP, in dnat,fip,snat order, ignoring terminating rules (D16)', async () => {
+  it('recomputes status.nat from the rules naming the EIP, in dnat,fip,snat order, ignoring terminating rules', async () => {
     const w = world();
     await ready(w, 'eip-a');
     w.cluster.putRule('IptablesSnatRule', 's1', 'eip-a');
@@ -356,7 +356,7 @@ describe('reset', () => {
 });
 
 describe('delete (the object is gone)', () => {
-  it('is a real safety net: releases what the deleted uid still holds and takes its address off net1 (D4)', async () => {
+  it('is a real safety net: releases what the deleted uid still holds and takes its address off net1', async () => {
     const w = world();
     const eip = await ready(w, 'eip-a');
     // Finalizer removed by hand, then deleted: the update handler never ran the cleanup.

@@ -202,7 +202,7 @@ describe('eip-del', () => {
     expect(sim.net1Addresses()).toEqual([OWN]);
   });
 
-  it('never treats a bare prefix as a pattern, so the pod\'s own net1 address survives "/16" (D6)', () => {
+  it('never treats a bare prefix as a pattern, so the pod\'s own net1 address survives "/16"', () => {
     const sim = initialised();
     expect(script(sim, 'eip-del', '/16').exitCode).toBe(0);
     expect(sim.net1Addresses()).toEqual([OWN]);
@@ -307,7 +307,7 @@ describe('EIP QoS ops', () => {
     expect(sim.history().map((h) => h.argv[0])).toEqual(['bash', 'bash']);
   });
 
-  it('deletes the filter of exactly the given address, never one that merely starts with it (D17)', () => {
+  it('deletes the filter of exactly the given address, never one that merely starts with it', () => {
     const sim = initialised();
     script(sim, 'eip-ingress-qos-add', '172.18.0.50,1,10,10');
     script(sim, 'eip-ingress-qos-add', '172.18.0.5,1,10,10');
