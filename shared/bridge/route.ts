@@ -1,8 +1,8 @@
 /**
- * The routing table (reference spec §3 with DESIGN §3's fixes): from one watched change to the handler events it
- * causes. Pure — the same change and the same EIP cache always give the same events, ids included — so it is
- * table-tested from recorded watch streams (events/watch/). The bridge supplies `old` from its own last-seen copy
- * of each object, because the informer hands over only the new state.
+ * The routing table (shared/bridge/README.md; how it differs from kube-ovn's: docs/kube-ovn-differences.md): from
+ * one watched change to the handler events it causes. Pure — the same change and the same EIP cache always give
+ * the same events, ids included — so it is table-tested from recorded watch streams (events/watch/). The bridge
+ * supplies `old` from its own last-seen copy of each object, because the informer hands over only the new state.
  *
  * Handlers are level-triggered and re-read everything; an event only says "look at this EIP now". So the table
  * routes a change when a handler has something to do about it, and routes nothing for changes that only echo a
@@ -84,7 +84,10 @@ function eipEvent(
 
 // ------------------------------------------------------------------------------------------- IptablesEIP
 
-/** ADDED → add (a terminating object → update, D14); MODIFIED → update for the changes in the table; DELETED → delete. */
+/**
+ * ADDED → add (a terminating object → update: docs/kube-ovn-differences.md#terminating-eip-on-a-relist);
+ * MODIFIED → update for the changes in the table; DELETED → delete.
+ */
 export function routeEip(change: Pick<Change, 'type' | 'object' | 'old'>): EipEvent[] {
   const { type, object: eip, old } = change;
   if (!nameOf(eip)) return [];
@@ -118,10 +121,11 @@ export function modifiedReason(old: KubeObject, eip: KubeObject): Reason | undef
 }
 
 /**
- * A change of v4ip, natGwDp or externalSubnet (D13: refused on an EIP with an address, and the refusal must be
- * visible; before provisioning it can fix a rejected spec). One change is excluded: the add handler's own write
- * that records the allocated address, which sets v4ip and macAddress from empty in the same write before
- * status.ip exists — routing it would only echo the handler back to itself.
+ * A change of v4ip, natGwDp or externalSubnet: refused on an EIP with an address, and the refusal must be visible
+ * (docs/kube-ovn-differences.md#address-changes-refused-visibly); before provisioning it can fix a rejected spec.
+ * One change is excluded: the add handler's own write that records the allocated address, which sets v4ip and
+ * macAddress from empty in the same write before status.ip exists — routing it would only echo the handler back
+ * to itself.
  */
 function specChanged(old: KubeObject, eip: KubeObject): boolean {
   const changed = (k: string) => field(old, 'spec', k) !== field(eip, 'spec', k);

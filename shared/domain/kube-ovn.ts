@@ -1,7 +1,7 @@
 /**
  * The kube-ovn objects the EIP path reads and writes, with kube-ovn's exact JSON field names, label keys
- * and finalizers (reference spec §2). Only the fields this product touches are typed; everything else a
- * real object carries passes through untouched.
+ * and finalizers (the CRDs are in infra/crds/). Only the fields this product touches are typed; everything
+ * else a real object carries passes through untouched.
  */
 
 export const GROUP = 'kubeovn.io';
@@ -39,7 +39,7 @@ export const Annotation = {
   ipAddress: 'ovn.kubernetes.io/ip_address',
 } as const;
 
-/** The finalizer this product adds (kube-ovn HEAD's domain-qualified name), and the seed-era one it removes. */
+/** The finalizer this product adds (kube-ovn's later domain-qualified name), and the 1.12 one it replaces. */
 export const FINALIZER = 'kubeovn.io/kube-ovn-controller';
 export const LEGACY_FINALIZER = 'kube-ovn-controller';
 

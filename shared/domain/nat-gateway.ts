@@ -1,7 +1,8 @@
 /**
  * The argv of a nat-gateway.sh call. Every gateway adapter builds its command here, so none can slip back to a
- * shell string (D29). The core validates meaning (addresses, decimal rates) before it gets this far; this is the
- * last line: a known operation, and arguments made only of the characters the script's formats use.
+ * shell string (docs/kube-ovn-differences.md#argv-exec). The core validates meaning (addresses, decimal rates)
+ * before it gets this far; this is the last line: a known operation, and arguments made only of the characters
+ * the script's formats use.
  */
 
 import type { NatGwOp } from '../ports.js';

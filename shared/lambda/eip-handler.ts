@@ -3,7 +3,7 @@
  * carries the event's correlation fields, enforce the error policy, and abort early enough before Lambda's
  * deadline that the lease and any exec can be abandoned cleanly.
  *
- * Error policy (DESIGN §3.4): a permanent error resolves (a `rejected` outcome; the core has already recorded it on
+ * Error policy (ADR 0004): a permanent error resolves (a `rejected` outcome; the core has already recorded it on
  * the EIP) so Lambda does not retry it; anything else is rethrown so Lambda retries and the on-failure
  * destination keeps what never succeeds.
  */

@@ -1,6 +1,6 @@
 /**
  * The local stack's sink: runs the real Lambda handler (`eipHandler`, the same middy chain) in this process.
- * It behaves like Lambda's asynchronous invocation, only faster (DESIGN §5): a thrown (retryable) error is
+ * It behaves like Lambda's asynchronous invocation, only faster (ADR 0013): a thrown (retryable) error is
  * retried with exponential backoff a bounded number of times, then the event is parked in a dead-letter list a
  * person can read. A permanent error resolves as a `rejected` outcome inside the handler and is not retried.
  */
