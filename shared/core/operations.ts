@@ -1,7 +1,8 @@
 /**
- * The four EIP operations (reference spec §4) with the fixes of DESIGN §3. Every operation re-reads the EIP,
- * holds the EIP's lease while it works, and converges: it is safe to run twice, concurrently with a sibling, or
- * out of order. Order of effects, always: finalizer → allocation (durable) → gateway → spec/labels → status;
+ * The four EIP operations: kube-ovn's add, update, reset and delete, with the differences listed in
+ * docs/kube-ovn-differences.md. Every operation re-reads the EIP, holds the EIP's lease while it works, and
+ * converges: it is safe to run twice, concurrently with a sibling, or out of order. Order of effects, always:
+ * finalizer → allocation (durable) → gateway → spec/labels → status;
  * and on deletion: gateway cleanup → release → finalizer removal.
  */
 import { parseAddress, poolsOf, staticAddressProblem, withPrefix } from '../domain/addressing.js';
@@ -139,7 +140,7 @@ interface Target {
   v6?: Pool;
 }
 
-/** The external subnet's pools. @throws InvalidSpecError when it is missing or has no IPv4 (D20). */
+/** The external subnet's pools. @throws InvalidSpecError when it is missing or has no IPv4. */
 async function targetOf(deps: Deps, eip: IptablesEip): Promise<Target> {
   const network = externalNetworkOf(eip);
   const subnet = await deps.cluster.getSubnet(network);
@@ -170,7 +171,7 @@ async function converge(inv: Invocation, deps: Deps): Promise<Outcome> {
     const eip = await readEip(inv, deps);
     if (isOutcome(eip)) return eip;
     const run = new Run(inv, deps);
-    if (eip.metadata.deletionTimestamp) return finalize(run, eip); // also ADDED-while-terminating (D14)
+    if (eip.metadata.deletionTimestamp) return finalize(run, eip); // also ADDED-while-terminating
     await requireFeature(deps);
     if (!eip.spec.natGwDp) throw new InvalidSpecError('parameter "natGwDp" cannot be empty');
     return eip.status?.ip ? maintain(run, eip) : provision(run, eip);
@@ -187,7 +188,8 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const target = await targetOf(deps, eip0);
   const gateway = await deps.cluster.getVpcNatGateway(gwName);
   if (!gateway) throw new InvalidSpecError(`vpc nat gateway ${gwName} not found`);
-  // D25: an address from a subnet the gateway is not attached to would land on net1 and re-point its default route.
+  // An address from a subnet the gateway is not attached to would land on net1 and re-point its default route
+  // (docs/kube-ovn-differences.md#subnet-must-be-attached-to-the-gateway).
   const attached = gateway.spec.externalSubnets?.length
     ? gateway.spec.externalSubnets
     : [DEFAULT_EXTERNAL_SUBNET];
@@ -200,7 +202,8 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     throw new InvalidSpecError(`failed to parse eip ip ${requested}`);
   const qos = eip0.spec.qosPolicy ? await loadQos(deps, eip0.spec.qosPolicy) : undefined;
 
-  // 1. Finalizer (and the labels known so far) before anything is allocated (D3). The qos label goes on here,
+  // 1. Finalizer (and the labels known so far) before anything is allocated
+  //    (docs/kube-ovn-differences.md#finalizer-before-allocation). The qos label goes on here,
   //    before any tc change, so a concurrent binder of an unshared policy sees it.
   let eip = await updateEipMeta(deps, name, eip0, ownMetadata);
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
@@ -296,7 +299,8 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const gwName = eip0.spec.natGwDp!;
   const network = externalNetworkOf(eip0);
 
-  // Refused changes (D13): the address stays where it is, and the refusal is recorded.
+  // Refused changes (docs/kube-ovn-differences.md#address-changes-refused-visibly): the address stays where it
+  // is, and the refusal is recorded.
   if (eip0.spec.v4ip && eip0.spec.v4ip !== ip)
     throw new UnsupportedChangeError(`not support eip change ip, old ip '${ip}', new ip '${eip0.spec.v4ip}'`);
   const labels0 = eip0.metadata.labels ?? {};
@@ -330,7 +334,7 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   const pod = await runningGatewayPod(deps, gwName);
   const token = redoToken(pod);
-  // Redo (D12, D15): the gateway restarted since we configured it (the token moved), someone asked for a redo the
+  // Redo (ADR 0003): the gateway restarted since we configured it (the token moved), someone asked for a redo the
   // kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second resolution (as
   // Kubernetes' startedAt), so a restart within the same second is only visible through that last hint; re-adding
   // is idempotent, so trusting it costs one exec per EIP.
@@ -388,9 +392,9 @@ async function writeReadyStatus(
 // ------------------------------------------------------------------------------------------- deletion
 
 /**
- * The deletion branch (reference §4.2 A with D5, D6, D7, D8 fixed): wait while NAT rules use the EIP; remove the
- * address and QoS from the gateway (skipped when the VpcNatGateway itself is gone, retried when only its pod is
- * missing); release the allocation; only then drop the finalizer.
+ * The deletion branch (docs/kube-ovn-differences.md#lifecycle-and-deletion): wait while NAT rules use the EIP;
+ * remove the address and QoS from the gateway (skipped when the VpcNatGateway itself is gone, retried when only
+ * its pod is missing); release the allocation; only then drop the finalizer.
  */
 async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
   const { deps, inv } = run;
@@ -420,7 +424,8 @@ async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
   }
 
   // Addresses to take off the gateway: status.ip, and anything IPAM holds for this uid (an add that crashed
-  // after eip-add but before writing status). Never an empty address (D6).
+  // after eip-add but before writing status). Never an empty address
+  // (docs/kube-ovn-differences.md#eip-del-never-without-an-address).
   const v4held = held.filter((a) => a.family === 4).map((a) => a.address);
   const addresses = [...new Set([eip.status?.ip, ...v4held].filter((a): a is string => !!a))];
   const policies = [...new Set([eip.status?.qosPolicy, eip.spec.qosPolicy].filter((p): p is string => !!p))];
@@ -462,7 +467,7 @@ async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
 // ------------------------------------------------------------------------------------------- reset
 
 /**
- * Recomputes status.nat from the NAT rules naming the EIP and re-asserts its labels. Unlike the seed (D12) it
+ * Recomputes status.nat from the NAT rules naming the EIP and re-asserts its labels. Unlike kube-ovn's reset it
  * takes the lease and never touches status.ready, so it cannot cancel a pending redo. A terminating EIP waiting
  * for its NAT rules continues its deletion here (a rule going away is what it was waiting for).
  */
@@ -495,8 +500,9 @@ async function reset(inv: Invocation, deps: Deps): Promise<Outcome> {
 // ------------------------------------------------------------------------------------------- delete
 
 /**
- * The object is gone. A real safety net (D4): whatever IPAM still holds for the deleted uid (finalizer removed by
- * hand, force delete) is taken off the gateway — using the last snapshot the bridge saw — and released.
+ * The object is gone. A real safety net (docs/kube-ovn-differences.md#delete-handler-releases-leftovers): whatever
+ * IPAM still holds for the deleted uid (finalizer removed by hand, force delete) is taken off the gateway — using
+ * the last snapshot the bridge saw — and released.
  */
 async function remove(inv: Invocation, deps: Deps): Promise<Outcome> {
   const name = inv.event.object.name;
