@@ -115,7 +115,7 @@ export interface NatRuleRef {
   name: string;
 }
 
-/** Result of reading the two ConfigMaps that switch the NAT gateway feature on (reference spec §1). */
+/** Result of reading the two ConfigMaps that switch the NAT gateway feature on (ADR 0009). */
 export interface NatGwFeature {
   enabled: boolean;
   /** Why it is off, in kube-ovn's words, when it is. */

@@ -3,7 +3,8 @@
  * gateway pods, ConfigMaps and Events through CoreV1Api. Every library error is translated here (errors.ts).
  *
  * Writes, and why they look the way they do:
- * - status: a JSON merge patch on /status carrying only the fields given (D18). client-node 1.4 sends
+ * - status: a JSON merge patch on /status carrying only the fields given (no lost updates:
+ *   docs/kube-ovn-differences.md#status-patches-carry-only-changes). client-node 1.4 sends
  *   json-patch by default, so the content type is set explicitly.
  * - spec, labels, finalizers: one JSON patch whose first op tests /metadata/resourceVersion, so a write based on
  *   a stale read fails as a whole (ConflictError) instead of overwriting someone else's change. The ops are
@@ -209,7 +210,8 @@ class K8sCluster implements Cluster {
   async listNatRulesForEip(eipName: string): Promise<NatRuleRef[]> {
     // No field selector: for custom resources the API server only supports metadata.name (and whatever the CRD
     // declares in selectableFields, which kube-ovn's CRDs do not), so `spec.eip=` is refused with 400
-    // "field label not supported". The rule controllers' eip_v4_ip label lags and survives IP reuse (D16).
+    // "field label not supported". The rule controllers' eip_v4_ip label lags and survives IP reuse
+    // (docs/kube-ovn-differences.md#status-nat-from-rule-specs).
     // Three small lists, filtered here.
     const lists = await Promise.all(
       RULE_PLURALS.map(async ([kind, plural]) => ({ kind, items: await this.listCustom<NatRule>(plural) })),

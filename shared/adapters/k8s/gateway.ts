@@ -6,7 +6,8 @@
  * promise here settles on exactly one of: a Success status (resolve), a Failure status (GatewayCommandError with
  * the exit code from the NonZeroExitCode details), the socket closing without a status, the hard timeout, or the
  * caller's AbortSignal — the last three close the socket. stdout and stderr are always captured (a frame on a
- * channel without a writable is an uncaught throw inside client-node), and stderr alone is not a failure (D28).
+ * channel without a writable is an uncaught throw inside client-node), and stderr alone is not a failure
+ * (docs/kube-ovn-differences.md#stderr-alone-is-not-a-failure).
  */
 import { Writable } from 'node:stream';
 import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
