@@ -1,5 +1,5 @@
 /**
- * /version, aggregated and legacy discovery, and the minimal OpenAPI v3 kubectl needs (spec §3). Documents are
+ * /version, aggregated and legacy discovery, and the minimal OpenAPI v3 kubectl needs. Documents are
  * built from the registry on each request, so a new CRD is discoverable at once.
  */
 import { createHash } from 'node:crypto';

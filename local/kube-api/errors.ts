@@ -1,5 +1,5 @@
 /**
- * Status objects, exactly as kube-apiserver shapes them (spec §4.8). Every non-2xx answer of the local API is
+ * Status objects, exactly as kube-apiserver shapes them. Every non-2xx answer of the local API is
  * one of these; handlers throw `ApiError` and the router serialises it.
  */
 
@@ -217,7 +217,7 @@ export function invalid(
   return new ApiError(status(422, 'Invalid', `${kindName} "${name}" is invalid: ${joined}`, details));
 }
 
-/** A JSON-patch that cannot be applied: 422 with the generic message and the cause (spec §4.8). */
+/** A JSON-patch that cannot be applied: 422 with the generic message and the cause. */
 export function patchApplyFailed(message: string): ApiError {
   return new ApiError(
     status(422, 'Invalid', 'the server rejected our request due to an error in our request', {

@@ -1,5 +1,5 @@
 /**
- * pods/exec over WebSocket (spec §7): the same validation before any upgrade (WebSocket or SPDY), the
+ * pods/exec over WebSocket: the same validation before any upgrade (WebSocket or SPDY), the
  * subprotocols v5.channel.k8s.io, v4.channel.k8s.io and v4.base64.channel.k8s.io, an empty frame on the
  * first writable channel, output frames before exactly one status frame on channel 3, then a close frame
  * 1000. The server never sends channel 255. SPDY is refused after validation with a clear message.
@@ -86,7 +86,7 @@ export class ExecServer {
     return SUPPORTED_PROTOCOLS.find((p) => offered.has(p));
   }
 
-  /** Parses and validates an exec request in the apiserver's order (§7.2). Throws ApiError. */
+  /** Parses and validates an exec request in the apiserver's order. Throws ApiError. */
   validate(
     namespace: string,
     podName: string,

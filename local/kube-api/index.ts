@@ -51,7 +51,7 @@ export interface KubeApiOptions {
 export interface KubeApi {
   /** http://127.0.0.1:PORT */
   url: string;
-  /** A kubeconfig both kubectl and client-node accept (spec §1.2). */
+  /** A kubeconfig both kubectl and client-node accept. */
   kubeconfigYaml(): string;
   writeKubeconfig(path: string): Promise<void>;
   /** Fault injection (see README.md). */

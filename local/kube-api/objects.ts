@@ -1,5 +1,5 @@
 /**
- * Create, read, update, patch and delete with kube-apiserver's object rules (spec §4, §5): uid,
+ * Create, read, update, patch and delete with kube-apiserver's object rules: uid,
  * resourceVersion, generation, the status subresource, finalizers and deletionTimestamp, optimistic
  * concurrency, no-op writes, schema pruning and field validation. Kind-specific behaviour (pods, namespaces,
  * CRDs) plugs in through `KindHooks`.
@@ -398,7 +398,7 @@ export class Objects {
       type !== 'application/merge-patch+json' &&
       !(type === 'application/strategic-merge-patch+json' && def.strategicMerge)
     ) {
-      // Server-side apply is refused like on a server without it (spec §5.4), and SMP on CRs is a 415 (§5.3).
+      // Server-side apply is refused like on a server without it, and SMP on CRs is a 415.
       throw unsupportedMediaType(accepted);
     }
     const existing = this.getStored(def, namespace, name);

@@ -1,5 +1,5 @@
 /**
- * The three patch formats the apiserver applies (spec §5), written to its libraries' semantics and error
+ * The three patch formats the apiserver applies, written to its libraries' semantics and error
  * texts: JSON merge patch (RFC 7386, evanphx/json-patch merge.go), JSON patch (RFC 6902 with evanphx v4's
  * quirks: negative indices, `test` with null passing on an absent key), and the subset of strategic merge
  * patch that built-in kinds need.
@@ -257,7 +257,7 @@ function applyOp(root: { doc: JsonValue }, op: JsonObject): void {
   }
 }
 
-/** RFC 6902 on a copy of `doc`; all operations or none. A failing operation is a 422 (spec §5.2). */
+/** RFC 6902 on a copy of `doc`; all operations or none. A failing operation is a 422. */
 export function applyJsonPatch(doc: JsonObject, ops: readonly JsonObject[]): JsonObject {
   const root = { doc: clone(doc) as JsonValue };
   for (const op of ops) {
@@ -403,7 +403,7 @@ function smpMap(field: string | undefined, original: JsonObject, patch: JsonObje
   return out;
 }
 
-/** Strategic merge patch on a built-in object (spec §5.3). */
+/** Strategic merge patch on a built-in object. */
 export function applyStrategicMergePatch(doc: JsonObject, patch: unknown): JsonObject {
   if (!isObject(patch)) throw badRequest('Invalid JSON Patch');
   return smpMap(undefined, doc, patch);

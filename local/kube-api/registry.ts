@@ -1,5 +1,5 @@
 /**
- * The resources the local API serves (spec §2): the built-in ones it implements itself, and one entry per
+ * The resources the local API serves: the built-in ones it implements itself, and one entry per
  * served version of every CustomResourceDefinition in the store. Discovery, OpenAPI, routing and the
  * object rules all read from here, so creating or deleting a CRD changes what is served at once.
  */
@@ -15,7 +15,7 @@ export interface PrinterColumn {
   jsonPath: string;
 }
 
-/** How list/get answers are turned into a Table (spec §3.6). */
+/** How list/get answers are turned into a Table. */
 export type TableStyle = 'columns' | 'pod' | 'namespace' | 'configmap' | 'event' | 'crd';
 
 export interface ResourceDef {
@@ -43,9 +43,9 @@ export interface ResourceDef {
   table: TableStyle;
   /** Printer columns for `table: 'columns'` (after the implicit Name column). */
   columns: readonly PrinterColumn[];
-  /** Structural schema of a CR version, for pruning and type checks (§4.9). */
+  /** Structural schema of a CR version, for pruning and type checks. */
   schema?: JsonSchema;
-  /** Field selector labels this resource supports (§6.3). */
+  /** Field selector labels this resource supports. */
   fieldLabels: readonly string[];
   /** The CRD that defines it. */
   crdName?: string;
@@ -60,7 +60,7 @@ export function resourceKey(group: string, plural: string): string {
 }
 
 export const CORE_VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
-/** The order the apiextensions server lists a CR's verbs in (spec §3.3). */
+/** The order the apiextensions server lists a CR's verbs in. */
 export const CR_VERBS = ['delete', 'deletecollection', 'get', 'list', 'patch', 'create', 'update', 'watch'];
 
 const podFieldLabels = [
@@ -199,7 +199,7 @@ export function resourcesFromCrd(crd: JsonObject): ResourceDef[] {
             if (typeof c.priority === 'number') col.priority = c.priority;
             return col;
           })
-        : // apiextensions adds an Age column only when the CRD declares none (spec §3.6).
+        : // apiextensions adds an Age column only when the CRD declares none.
           [{ name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' }];
     const selectable = Array.isArray(v.selectableFields)
       ? (v.selectableFields as JsonObject[]).map((f) => String(f.jsonPath).replace(/^\./, ''))

@@ -1,5 +1,5 @@
 /**
- * Structural-schema handling of custom resources (spec §4.9): unknown fields are pruned (and reported, so the
+ * Structural-schema handling of custom resources: unknown fields are pruned (and reported, so the
  * caller can warn or, with fieldValidation=Strict, refuse), nulls of non-nullable fields are dropped,
  * defaults are filled in, and types, enums and required fields are checked.
  */

@@ -1,5 +1,5 @@
 /**
- * Label and field selectors with the apiserver's grammar and matching rules (spec §6.2, §6.3):
+ * Label and field selectors with the apiserver's grammar and matching rules:
  * `!=` and `notin` match objects without the label; field selectors only on the labels a resource supports.
  */
 import { badRequest } from './errors.js';

@@ -690,7 +690,7 @@ export class ApiServer {
         `application/json;as=PartialObjectMetadataList;v=${pom};g=meta.k8s.io`,
       );
     }
-    // Built-in list items carry no kind/apiVersion; CR list items do (spec §6.4).
+    // Built-in list items carry no kind/apiVersion; CR list items do.
     const listItems: JsonValue[] = r.def.custom
       ? items
       : items.map((o) => {

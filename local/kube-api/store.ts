@@ -1,6 +1,6 @@
 /**
- * The object store: one global resourceVersion counter shared by every resource (the etcd revision,
- * spec §4.1), the objects, a bounded history of change events for watches from a resourceVersion, and
+ * The object store: one global resourceVersion counter shared by every resource (the etcd revision),
+ * the objects, a bounded history of change events for watches from a resourceVersion, and
  * compaction (a watch from a compacted revision gets 410).
  */
 import { clone, isObject, type JsonObject, meta } from './json.js';

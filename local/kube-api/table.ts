@@ -1,5 +1,5 @@
 /**
- * Server-side Table output (spec §3.6): CRs get Name plus their additionalPrinterColumns (no implicit Age);
+ * Server-side Table output: CRs get Name plus their additionalPrinterColumns (no implicit Age);
  * built-in kinds get the kubelet-era printer columns (pods: Ready, Status, Restarts, Age, and the wide ones).
  * Every row carries the object's metadata as PartialObjectMetadata so `--show-labels`, `-L` and `-A` work.
  */

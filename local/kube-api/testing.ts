@@ -1,6 +1,6 @@
 /**
  * Test helpers for suites that run against the local Kubernetes API: the real kubectl with a private
- * kubeconfig, cache directory and HOME per API instance (spec §1.3), and a client-node KubeConfig.
+ * kubeconfig, cache directory and HOME per API instance, and a client-node KubeConfig.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

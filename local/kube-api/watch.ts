@@ -1,5 +1,5 @@
 /**
- * Watch streams (spec §6.5): headers flushed at once, one JSON event per line, selector transitions
+ * Watch streams: headers flushed at once, one JSON event per line, selector transitions
  * (ADDED/DELETED when an object starts or stops matching), replay from a resourceVersion or 410 Expired
  * (then the stream closes), bookmarks when asked for, Table events with headers only on the first.
  */
