@@ -97,7 +97,7 @@ const scenarios: Record<string, Scenario> = {
       // kube-ovn's redo request (ready=false with a new token), then our handler's answer (ready=true).
       await c.patch(Plural.eip, 'eip-a', { status: { ready: false, redo: '2026-11-29T11:00:00' } }, true);
       await c.patch(Plural.eip, 'eip-a', { status: { ready: true, redo: '2026-11-29T11:00:05' } }, true);
-      await c.patch(Plural.eip, 'eip-a', { spec: { v4ip: '172.18.0.9' } }); // refused change (D13)
+      await c.patch(Plural.eip, 'eip-a', { spec: { v4ip: '172.18.0.9' } }); // refused change
       await c.patch(Plural.eip, 'eip-a', { spec: { natGwDp: 'gw2' } });
       await c.patch(Plural.eip, 'eip-a', { spec: { externalSubnet: 'other-external' } });
       await c.patch(Plural.eip, 'eip-a', { metadata: { labels: { team: 'blue' } } }); // label only
@@ -111,7 +111,7 @@ const scenarios: Record<string, Scenario> = {
     },
   },
 
-  /** A watch that starts from scratch after a restart: a terminating EIP shows up as ADDED (D14). */
+  /** A watch that starts from scratch after a restart: a terminating EIP shows up as ADDED. */
   'eip-relist-terminating': {
     fromNow: false,
     async setup(c) {

@@ -1,7 +1,7 @@
 /**
  * Stand-in for kube-ovn's VPC NAT gateway controller plus the StatefulSet controller, reduced to the one duty the
  * EIP path depends on: for every VpcNatGateway keep exactly one pod `vpc-nat-gw-<gw>-0` in the namespace, shaped
- * as kube-ovn's StatefulSet template makes it (reference spec §2.6). A deleted pod is replaced by a new one (new
+ * as kube-ovn's StatefulSet template makes it. A deleted pod is replaced by a new one (new
  * uid, fresh gateway state — the local API runs its init container); a deleted VpcNatGateway takes its pod with
  * it; a change to the parts of the gateway the pod is built from rolls the pod, like a StatefulSet update.
  *

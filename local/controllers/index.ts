@@ -1,5 +1,5 @@
 /**
- * The two kube-ovn duties the local stack stands in for (DESIGN §5), run against any Kubernetes API through
+ * The two kube-ovn duties the local stack stands in for (local/controllers/README.md), run against any Kubernetes API through
  * client-node informers, like real controllers: the gateway pod of each VpcNatGateway, and QoSPolicy status.
  */
 import type { KubeConfig } from '@kubernetes/client-node';

@@ -3,7 +3,8 @@
  * QoSPolicy's spec into its status (shared, bindingType, and bandwidthLimitRules sorted by name) with a merge
  * patch on /status, as handleAddQoSPolicy/patchQoSStatus do. Like kube-ovn it refuses a NATGW policy that is not
  * shared (the status is then left alone). Unlike kube-ovn's update handler it does not refuse later changes to
- * a shared policy's rules: the product re-applies rule changes to every bound EIP itself (DESIGN §3).
+ * a shared policy's rules: the product re-applies rule changes to every bound EIP itself
+ * (docs/kube-ovn-differences.md#qos-policy-edits-reapplied).
  */
 import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import {

@@ -78,7 +78,8 @@ export class MemoryGateway implements Gateway {
     const fault = this.failures.find((f) => f.remaining > 0 && (!f.match || f.match === op));
     if (fault) {
       fault.remaining -= 1;
-      // Exit status 0 with output on stderr (a tool's warning) is what D28 is about: not a failure.
+      // Exit status 0 with output on stderr (a tool's warning) is not a failure
+      // (docs/kube-ovn-differences.md#stderr-alone-is-not-a-failure).
       if (fault.exitCode === 0) return { stdout: '', stderr: fault.stderr };
       throw new GatewayCommandError(
         `command terminated with non-zero exit code: exit status ${fault.exitCode}`,

@@ -1,12 +1,12 @@
 /**
- * kube-ovn's dist/images/vpcnatgateway/nat-gateway.sh as shipped in the seed era, re-expressed over the
+ * kube-ovn's dist/images/vpcnatgateway/nat-gateway.sh as shipped with kube-ovn 1.12, re-expressed over the
  * simulated tools: the same ops, argument formats (comma fields, several space-separated rules per call), echo
  * lines, messages and exit codes. Commands are built as strings and word-split exactly where the script lets
  * bash do it, then handed to the simulated tool, so malformed arguments fail the way the real tools fail.
  * Nothing is ever evaluated.
  *
  * Deliberate differences from the script (local/natgw/README.md): eip-del and the tc filter deletion match the
- * address exactly (D6, D17); `sleep` and `ipcalc` lines are skipped; `conntrack -D` is a no-op.
+ * address exactly (docs/kube-ovn-differences.md#simulator-matches-addresses-exactly); `sleep` and `ipcalc` lines are skipped; `conntrack -D` is a no-op.
  */
 import { formatIp, type NetState, parsePrefix, type ToolResult, words } from './state.js';
 
@@ -305,7 +305,7 @@ function addEip(r: Run, rules: string[]): void {
 
 /**
  * del_eip. The script greps `ip addr show net1` for the argument as a regex substring, so "/24" (an empty
- * status.ip, D6) matches every /24 address including the pod's own. Here the address must match exactly, and
+ * status.ip) matches every /24 address including the pod's own. Here the address must match exactly, and
  * the prefix too when one is given.
  */
 function delEip(r: Run, rules: string[]): void {
@@ -400,8 +400,8 @@ function qosAdd(r: Run, rules: string[], direction: 'src' | 'dst'): void {
 
 /**
  * delete_tc_u32_filter: finds the first u32 filter under `qdiscId` matching `<direction> <ip>` and deletes it
- * by prio and handle. The script matches the text "dst 10.0.0.5" as a substring, which also hits 10.0.0.50
- * (D17); here the address must be equal. Returns the status of its pipeline subshell.
+ * by prio and handle. The script matches the text "dst 10.0.0.5" as a substring, which also hits 10.0.0.50;
+ * here the address must be equal. Returns the status of its pipeline subshell.
  */
 function deleteTcU32Filter(
   r: Run,

@@ -1,6 +1,6 @@
 /**
  * The simulated NAT gateway pod behind `pods/exec` in the local Kubernetes API: kube-ovn's nat-gateway.sh
- * (seed era) over an in-memory network namespace, plus the inspection commands a person types into
+ * (as shipped with 1.12) over an in-memory network namespace, plus the inspection commands a person types into
  * `kubectl exec` (`ip addr`, `ip route`, `tc filter show`, `iptables-save`, ...).
  *
  * `exec(argv)` is a parser of argv, never a shell: nothing is evaluated, `bash -c` is refused.
