@@ -1,5 +1,5 @@
 /**
- * Spec §9.2 items 1 and 2: discovery, OpenAPI and Table output, as kubectl 1.32 and client-node 1.4 use them.
+ * Conformance (local/kube-api/README.md): discovery, OpenAPI and Table output, as kubectl 1.32 and client-node 1.4 use them.
  */
 import { ApiextensionsV1Api, KubernetesObjectApi } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Spec §9.2 item 10 and §7: pods/exec over WebSocket with kubectl 1.32 and client-node 1.4 — exit codes,
+ * Conformance (local/kube-api/README.md): pods/exec over WebSocket with kubectl 1.32 and client-node 1.4 — exit codes,
  * stdout/stderr, stdin with the v5 close signal, validation errors, SPDY refusal, a dropped status — and the
  * gateway pods behind the NAT gateway simulator: init containers, `kill 1` restarts, and exec faults.
  */

@@ -1,5 +1,5 @@
 /**
- * Spec §9.2 items 3-7 and 11: create/apply, the status subresource, optimistic concurrency, JSON patch, the
+ * Conformance (local/kube-api/README.md): create/apply, the status subresource, optimistic concurrency, JSON patch, the
  * finalizer/deletion lifecycle and the Status error shapes, each written by one client and read by the other.
  */
 import {

@@ -1,5 +1,5 @@
 /**
- * Spec §9.2 item 9 and §6.2-6.3: label selectors (with `!=` and `notin` matching unlabelled objects, `+` as
+ * Conformance (local/kube-api/README.md): label selectors (with `!=` and `notin` matching unlabelled objects, `+` as
  * a space) and field selectors, the same through kubectl -l and client-node's labelSelector.
  */
 import { beforeAll, expect, it } from 'vitest';

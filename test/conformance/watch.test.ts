@@ -1,5 +1,5 @@
 /**
- * Spec §9.2 item 8 and §6: list and watch as client-node's informer and kubectl get -w use them — header
+ * Conformance (local/kube-api/README.md): list and watch as client-node's informer and kubectl get -w use them — header
  * flush, event sequence, no-op writes, 410 after compaction and the relist it causes, dropped watches,
  * selector transitions, bookmarks and Table events.
  */

@@ -1,6 +1,6 @@
 /**
  * The bridge with the in-process sink and the real handlers on the real adapters (the local Kubernetes API with
- * kube-ovn's stand-ins, dynalite): the DESIGN §5 rule that bounded retries are backed by re-sends when the world
+ * kube-ovn's stand-ins, dynalite): the rule that bounded retries are backed by re-sends when the world
  * changes. An add that keeps failing is parked as a dead letter; when the gateway's container restarts, the bridge
  * re-sends it and it succeeds; a later container restart wipes the gateway and the bridge's redo puts the address
  * back.
