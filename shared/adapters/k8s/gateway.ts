@@ -88,9 +88,23 @@ async function runOnce(
   args: readonly string[],
   signal: AbortSignal | undefined,
 ): Promise<ExecResult> {
-  const argv = natGatewayArgv(op, args);
-  const target = `${pod.namespace}/${pod.name}`;
   const label = `nat-gateway.sh ${op} ${args.join(' ')}`.trimEnd();
+  return runArgv(exec, timeoutMs, pod, natGatewayArgv(op, args), label, signal);
+}
+
+/**
+ * One argv exec in the pod's vpc-nat-gw container, settled as described at the top of this file. Callers build
+ * `argv` from constants or validated values only (nat-gateway.sh ops above; the audit's read-only inspection).
+ */
+export async function runArgv(
+  exec: Exec,
+  timeoutMs: number,
+  pod: GatewayPod,
+  argv: string[],
+  label: string,
+  signal: AbortSignal | undefined,
+): Promise<ExecResult> {
+  const target = `${pod.namespace}/${pod.name}`;
   const stdout = new Collector();
   const stderr = new Collector();
 

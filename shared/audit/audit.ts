@@ -1,0 +1,456 @@
+/**
+ * The audit: read every gateway first, then the table and the cluster, judge (model.ts), and on request repair the
+ * safe subset. Used by `npm run audit`, by the scheduled gc function and by the local stack's resync timer.
+ * Decisions: docs/adr/0037-gateway-inspection.md, 0038-drift-model.md, 0039-drift-repair.md.
+ */
+
+import { collectGarbage, isGarbageCollector } from '../core/gc.js';
+import { type Invocation, withLease } from '../core/invocation.js';
+import { updateEip } from '../core/operations.js';
+import type { Outcome } from '../core/outcome.js';
+import { validateQos } from '../core/qos.js';
+import { ConditionType, setCondition, statusChanges } from '../core/view.js';
+import { poolsOf } from '../domain/addressing.js';
+import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
+import { externalNetworkOf, type GatewayPod, type IptablesEip } from '../domain/kube-ovn.js';
+import type { Reason } from '../events.js';
+import type { Deps, Pool } from '../ports.js';
+import { type GatewayInspector, type GatewayState, inspectGateway } from './inspect.js';
+import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift, gatewayOfPod } from './model.js';
+import type { AuditStore } from './ports.js';
+
+export interface AuditDeps extends Deps {
+  inspector: GatewayInspector;
+  store: AuditStore;
+}
+
+export interface AuditReport {
+  /** ISO time the audit judged at. */
+  at: string;
+  gateways: { gateway: string; pod: string; addresses: number; filters: number }[];
+  eips: number;
+  allocations: number;
+  leases: number;
+  drift: Drift[];
+}
+
+export interface RunAuditOptions extends AuditOptions {
+  /** Progress lines (one per gateway read). */
+  progress?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+const INSPECT_CONCURRENCY = 4;
+
+/** Reads gateways, then table and cluster, and returns the drift found. Changes nothing. */
+export async function runAudit(deps: AuditDeps, options: RunAuditOptions = {}): Promise<AuditReport> {
+  const { snapshot } = await takeSnapshot(deps, options);
+  let drift = findDrift(snapshot, options);
+  drift = await confirmMissing(deps, snapshot, drift, options.signal);
+  return {
+    at: new Date(snapshot.now).toISOString(),
+    gateways: snapshot.gateways.map((g) => ({
+      gateway: g.gateway,
+      pod: g.pod,
+      addresses: g.addresses.length,
+      filters: g.filters.length,
+    })),
+    eips: snapshot.eips.length,
+    allocations: snapshot.allocations.length,
+    leases: snapshot.leases.length,
+    drift,
+  };
+}
+
+export async function takeSnapshot(
+  deps: AuditDeps,
+  options: RunAuditOptions = {},
+): Promise<{ snapshot: AuditSnapshot; podOf: Map<string, GatewayPod> }> {
+  const pods = await deps.cluster.listGatewayPods();
+  const podOf = new Map<string, GatewayPod>();
+  const unreadable: AuditSnapshot['unreadable'] = [];
+  for (const pod of pods) {
+    const gw = gatewayOfPod(pod);
+    if (!gw) continue;
+    if (podOf.has(gw)) {
+      unreadable.push({ gateway: gw, pod: pod.name, error: 'more than one pod for this gateway' });
+      continue;
+    }
+    podOf.set(gw, pod);
+  }
+  // 1. Gateways first: whatever is on a net1 now was allocated before the table is read below.
+  const gateways: GatewayState[] = [];
+  const queue = [...podOf.entries()].filter(([gw]) => !unreadable.some((u) => u.gateway === gw));
+  const worker = async (): Promise<void> => {
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const [gw, pod] = next;
+      if (pod.phase !== 'Running' || pod.container?.ready === false) {
+        unreadable.push({ gateway: gw, pod: pod.name, error: `pod is not running (phase ${pod.phase})` });
+        continue;
+      }
+      try {
+        const state = await inspectGateway(deps.inspector, gw, pod, deps.clock.now, options.signal);
+        gateways.push(state);
+        options.progress?.(
+          `read gateway ${gw} (pod ${state.pod}): ${state.addresses.length} addresses, ${state.filters.length} tc filters`,
+        );
+      } catch (e) {
+        unreadable.push({ gateway: gw, pod: pod.name, error: (e as Error).message });
+        options.progress?.(`could not read gateway ${gw}: ${(e as Error).message}`);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: INSPECT_CONCURRENCY }, worker));
+  gateways.sort((a, b) => (a.gateway < b.gateway ? -1 : 1));
+
+  // 2. Then the cluster and the table.
+  const eips = await deps.cluster.listEips();
+  const { allocations, leases } = await deps.store.read();
+  const qos: AuditSnapshot['qos'] = {};
+  for (const name of new Set(eips.map((e) => e.status?.qosPolicy).filter((q): q is string => !!q))) {
+    const policy = await deps.cluster.getQosPolicy(name);
+    try {
+      qos[name] = policy ? validateQos(policy) : undefined;
+    } catch {
+      qos[name] = undefined;
+    }
+  }
+  const pools: Record<string, Pool[]> = {};
+  const subnetPools = new Map<string, Pool[]>();
+  const poolsOfSubnet = async (name: string): Promise<Pool[]> => {
+    if (!subnetPools.has(name)) {
+      const subnet = await deps.cluster.getSubnet(name);
+      let list: Pool[] = [];
+      try {
+        list = subnet ? poolsOf(subnet) : [];
+      } catch {
+        list = [];
+      }
+      subnetPools.set(name, list);
+    }
+    return subnetPools.get(name)!;
+  };
+  for (const gw of podOf.keys()) {
+    const gateway = await deps.cluster.getVpcNatGateway(gw);
+    const names = gateway?.spec.externalSubnets?.length
+      ? gateway.spec.externalSubnets
+      : [externalNetworkOf({ spec: {} })];
+    pools[gw] = (await Promise.all(names.map(poolsOfSubnet))).flat();
+  }
+  return {
+    snapshot: {
+      now: deps.clock.now(),
+      pods,
+      gateways,
+      unreadable,
+      eips,
+      allocations,
+      leases,
+      qos,
+      pools,
+    },
+    podOf,
+  };
+}
+
+/** A missing address may have been added since its gateway was read: read those gateways again. */
+async function confirmMissing(
+  deps: AuditDeps,
+  snapshot: AuditSnapshot,
+  drift: Drift[],
+  signal?: AbortSignal,
+): Promise<Drift[]> {
+  const gws = new Set(drift.filter((d) => d.kind === 'missing-address').map((d) => d.gateway!));
+  if (gws.size === 0) return drift;
+  const now = new Map<string, Set<string>>();
+  for (const gw of gws) {
+    const pod = snapshot.pods.find((p) => gatewayOfPod(p) === gw);
+    if (!pod) continue;
+    try {
+      const state = await inspectGateway(deps.inspector, gw, pod, deps.clock.now, signal);
+      now.set(gw, new Set(state.addresses.map((a) => a.address)));
+    } catch {
+      // keep the finding: the first read is all there is
+    }
+  }
+  return drift.filter((d) => d.kind !== 'missing-address' || !now.get(d.gateway!)?.has(d.address!));
+}
+
+// ------------------------------------------------------------------------------------------- repair
+
+export type RepairResult = 'done' | 'planned' | 'waiting' | 'failed' | 'skipped';
+
+export interface RepairAction {
+  kind: Drift['kind'];
+  target: string;
+  action: string;
+  result: RepairResult;
+  detail?: string;
+}
+
+export interface RepairOptions {
+  dryRun?: boolean;
+  /** An orphan address is removed only once it is known to be this old. Default 10 minutes. */
+  orphanGraceMs?: number;
+  progress?: (line: string) => void;
+}
+
+export const DEFAULT_ORPHAN_GRACE_MS = 10 * 60_000;
+
+/** Repairs the safe subset of `report.drift` (docs/adr/0039-drift-repair.md) and says what it did. */
+export async function repairDrift(
+  deps: AuditDeps,
+  report: AuditReport,
+  options: RepairOptions = {},
+): Promise<RepairAction[]> {
+  const dry = !!options.dryRun;
+  const grace = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
+  const actions: RepairAction[] = [];
+  const note = (a: RepairAction): void => {
+    actions.push(a);
+    options.progress?.(`${a.result}: ${a.action} (${a.kind} ${a.target})${a.detail ? `: ${a.detail}` : ''}`);
+  };
+
+  // EIPs: one core update each (the strongest reason wins: a redo re-adds the address and its QoS).
+  const perEip = new Map<string, { uid: string; reason: Reason; drift: Drift[] }>();
+  for (const d of report.drift) {
+    if ((d.repair !== 'redo' && d.repair !== 'resync') || !d.eip || !d.uid) continue;
+    const cur = perEip.get(d.eip) ?? { uid: d.uid, reason: 'manual' as Reason, drift: [] };
+    if (d.repair === 'redo') cur.reason = 'gateway-restarted';
+    cur.drift.push(d);
+    perEip.set(d.eip, cur);
+  }
+  for (const [name, { uid, reason, drift }] of perEip) {
+    const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
+    const action = reason === 'gateway-restarted' ? `re-add on the gateway and rewrite status` : 'resync';
+    if (dry) {
+      note({
+        kind: drift[0]!.kind,
+        target: name,
+        action: `${action} (update, reason ${reason})`,
+        result: 'planned',
+        detail: kinds,
+      });
+      continue;
+    }
+    const inv = invocation(deps, name, uid, reason);
+    try {
+      const outcome = await updateEip(inv, deps);
+      note({
+        kind: drift[0]!.kind,
+        target: name,
+        action: `${action} (update, reason ${reason})`,
+        result: outcome.status === 'rejected' ? 'failed' : 'done',
+        detail: describe(outcome),
+      });
+    } catch (e) {
+      const why = (e as Error).message;
+      const missing = drift.find((d) => d.kind === 'missing-address');
+      if (missing && (e instanceof GatewayCommandError || e instanceof GatewayNotReadyError)) {
+        // The address cannot be put back now: the status must stop saying Ready.
+        const marked = await markNotReady(deps, inv, missing, why).catch((err: unknown) => String(err));
+        note({
+          kind: 'missing-address',
+          target: name,
+          action: 'mark not ready',
+          result: marked === true ? 'done' : 'failed',
+          detail:
+            marked === true
+              ? `re-add failed: ${why}`
+              : `re-add failed (${why}); status write failed: ${marked}`,
+        });
+      } else {
+        note({
+          kind: drift[0]!.kind,
+          target: name,
+          action: `${action} (update, reason ${reason})`,
+          result: e instanceof LeaseHeldError ? 'skipped' : 'failed',
+          detail: why,
+        });
+      }
+    }
+  }
+
+  // Leaked allocations: the garbage collector judges them again and releases what it agrees is gone.
+  if (report.drift.some((d) => d.repair === 'release')) {
+    if (!isGarbageCollector(deps.ipam)) {
+      note({
+        kind: 'leaked-allocation',
+        target: '(ipam)',
+        action: 'release',
+        result: 'skipped',
+        detail: 'this IPAM cannot collect garbage',
+      });
+    } else {
+      const gc = await collectGarbage(deps, deps.ipam, { dryRun: dry });
+      const released = new Set(gc.released.map((a) => `${a.subnet}|${a.address}`));
+      for (const d of report.drift.filter((x) => x.repair === 'release')) {
+        const done = released.has(`${d.subnet}|${d.address}`);
+        note({
+          kind: 'leaked-allocation',
+          target: `${d.address} (${d.subnet})`,
+          action: 'release through garbage collection',
+          result: dry ? 'planned' : done ? 'done' : 'skipped',
+          ...(!dry &&
+            !done && {
+              detail: 'the collector kept it (claimed too recently, owner found again, or already released)',
+            }),
+        });
+      }
+    }
+  }
+
+  // Stale leases.
+  for (const d of report.drift.filter((x) => x.repair === 'delete-lease' && x.lease)) {
+    if (dry) {
+      note({ kind: 'stale-lease', target: d.lease!.key, action: 'delete lease', result: 'planned' });
+      continue;
+    }
+    const ok = await deps.store.deleteLease(d.lease!);
+    note({
+      kind: 'stale-lease',
+      target: d.lease!.key,
+      action: 'delete lease',
+      result: ok ? 'done' : 'skipped',
+      ...(!ok && { detail: 'taken over or given back meanwhile' }),
+    });
+  }
+
+  // Orphans: removed only once known to be older than the grace period.
+  await repairOrphans(deps, report, { dry, grace, note });
+  return actions;
+}
+
+async function repairOrphans(
+  deps: AuditDeps,
+  report: AuditReport,
+  o: { dry: boolean; grace: number; note: (a: RepairAction) => void },
+): Promise<void> {
+  const now = deps.clock.now();
+  const orphans = report.drift.filter((d) => d.kind === 'orphan-address' && d.repair === 'remove-orphan');
+  const pods = await deps.cluster.listGatewayPods();
+  for (const g of report.gateways) {
+    const seen = await deps.store.sightings(g.gateway);
+    const current = orphans.filter((d) => d.gateway === g.gateway);
+    // Sightings of addresses that are no longer orphans are forgotten, so a later orphan starts its own clock.
+    if (!o.dry)
+      for (const address of seen.keys())
+        if (!current.some((d) => d.address === address)) await deps.store.forgetSighting(g.gateway, address);
+    for (const d of current) {
+      const address = d.address!;
+      const target = `${address}/${d.prefix} on ${g.gateway}`;
+      const record = await deps.store.addressRecord(d.subnet!, address);
+      if (record.state === 'held') {
+        o.note({
+          kind: 'orphan-address',
+          target,
+          action: 'remove',
+          result: 'skipped',
+          detail: 'claimed since the audit read the table',
+        });
+        continue;
+      }
+      const firstSeen = seen.get(address);
+      const evidence =
+        record.state === 'released' && record.releasedAt <= now - o.grace
+          ? `released ${ago(now - record.releasedAt)} ago`
+          : firstSeen !== undefined && firstSeen <= now - o.grace
+            ? `first seen ${ago(now - firstSeen)} ago`
+            : undefined;
+      if (!evidence) {
+        if (!o.dry && firstSeen === undefined) await deps.store.recordSighting(g.gateway, address, now);
+        const since = firstSeen ?? now;
+        o.note({
+          kind: 'orphan-address',
+          target,
+          action: 'remove',
+          result: 'waiting',
+          detail: `first seen ${ago(now - since)} ago; removed once seen again after ${ago(since + o.grace - now)} (grace ${ago(o.grace)})`,
+        });
+        continue;
+      }
+      if (o.dry) {
+        o.note({
+          kind: 'orphan-address',
+          target,
+          action: 'remove (eip-del, QoS deletions)',
+          result: 'planned',
+          detail: evidence,
+        });
+        continue;
+      }
+      const pod = pods.find((p) => gatewayOfPod(p) === g.gateway);
+      try {
+        if (!pod) throw new GatewayNotReadyError(`gateway ${g.gateway} has no pod`);
+        await deps.gateway.run(pod, 'eip-del', [`${address}/${d.prefix}`]);
+        await deps.gateway.run(pod, 'eip-ingress-qos-del', [address]);
+        await deps.gateway.run(pod, 'eip-egress-qos-del', [address]);
+        await deps.store.forgetSighting(g.gateway, address);
+        o.note({
+          kind: 'orphan-address',
+          target,
+          action: 'remove (eip-del, QoS deletions)',
+          result: 'done',
+          detail: evidence,
+        });
+      } catch (e) {
+        o.note({
+          kind: 'orphan-address',
+          target,
+          action: 'remove',
+          result: 'failed',
+          detail: (e as Error).message,
+        });
+      }
+    }
+  }
+}
+
+function invocation(deps: Deps, name: string, uid: string, reason: Reason): Invocation {
+  const now = deps.clock.now();
+  return {
+    event: {
+      version: 1,
+      id: `audit:${uid}:${now}`,
+      handler: 'update',
+      reason,
+      object: { kind: 'IptablesEIP', name, uid },
+    },
+    signal: AbortSignal.timeout(60_000),
+    deadline: now + 60_000,
+    log: deps.log.child({ eip: name, audit: true }),
+  };
+}
+
+/** Ready=false with a condition saying why; the core's next update treats it as a redo request. */
+async function markNotReady(deps: Deps, inv: Invocation, d: Drift, why: string): Promise<true> {
+  await withLease(inv, deps, async () => {
+    const eip: IptablesEip | undefined = await deps.cluster.getEip(d.eip!);
+    if (!eip || eip.metadata.uid !== d.uid || eip.metadata.deletionTimestamp) return;
+    const message = `${d.address} is not on gateway ${d.gateway} and could not be re-added: ${why}`;
+    const conditions = setCondition(
+      eip.status?.conditions,
+      { type: ConditionType.ready, status: 'False', reason: 'AddressMissing', message },
+      new Date(deps.clock.now()).toISOString(),
+    );
+    const change = statusChanges(eip, { ready: false, conditions });
+    if (change) {
+      await deps.cluster.patchEipStatus(eip.metadata.name, change);
+      await deps.cluster.emitEvent(eip, { type: 'Warning', reason: 'AddressMissing', message });
+    }
+  });
+  return true;
+}
+
+function describe(o: Outcome): string {
+  switch (o.status) {
+    case 'applied':
+      return o.actions.join('; ');
+    case 'unchanged':
+      return 'nothing to change';
+    case 'skipped':
+      return `skipped: ${o.reason}`;
+    case 'rejected':
+      return `rejected (${o.code}): ${o.message}`;
+  }
+}
