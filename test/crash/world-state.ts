@@ -1,0 +1,56 @@
+/**
+ * What the crash, replay and fault suites compare: everything observable about the in-memory world with the
+ * accidents of a run taken out — uids replaced by the object's name, condition timestamps dropped — and the
+ * invariants every converged world keeps (no leaked allocation, no orphan address, no duplicate).
+ */
+import type { World } from '../support/world.js';
+
+/** The world's state, comparable across two worlds built the same way. */
+export function normalized(w: World): unknown {
+  const snap = w.snapshot();
+  const now = w.clock.now();
+  const leases = [...w.leases.held.values()].filter((l) => l.expiresAt > now).map((l) => l.key);
+  let text = JSON.stringify({ ...snap, leases });
+  for (const e of w.cluster.eips.values()) text = text.replaceAll(e.metadata.uid, `uid(${e.metadata.name})`);
+  for (const p of w.cluster.pods.values()) text = text.replaceAll(p.uid, `uid(${p.name})`);
+  return JSON.parse(text, (k, v) => (k === 'lastTransitionTime' || k === 'lastUpdateTime' ? undefined : v));
+}
+
+/** Problems a converged world must not have; [] when clean. */
+export function invariantViolations(w: World, baselineNet1: readonly string[] = []): string[] {
+  const problems: string[] = [];
+  const eips = [...w.cluster.eips.values()];
+  const liveUids = new Set(eips.map((e) => e.metadata.uid));
+  const livePods = new Set([...w.cluster.pods.values()].map((p) => `pod:${p.uid}`));
+  const byOwner = new Map<string, string[]>();
+  for (const a of w.ipam.allocations.values()) {
+    if (!liveUids.has(a.owner.uid) && !livePods.has(a.owner.uid))
+      problems.push(`leaked allocation ${a.address} (owner ${a.owner.name} is gone)`);
+    const list = byOwner.get(`${a.owner.uid}/${a.family}`) ?? [];
+    list.push(a.address);
+    byOwner.set(`${a.owner.uid}/${a.family}`, list);
+  }
+  for (const [owner, list] of byOwner)
+    if (list.length > 1) problems.push(`duplicate: ${owner} holds ${list.join(', ')}`);
+  const claimed = new Set([...w.ipam.allocations.values()].map((a) => a.address));
+  if (w.cluster.pods.size > 0) {
+    const net1 = w.net1().filter((a) => !baselineNet1.includes(a));
+    if (new Set(net1).size !== net1.length) problems.push(`an address is on net1 twice: ${net1.join(', ')}`);
+    for (const cidr of net1) {
+      const address = cidr.split('/')[0]!;
+      if (!claimed.has(address)) problems.push(`orphan address ${cidr} on net1 (no allocation claims it)`);
+    }
+    for (const f of w.tc())
+      if (!claimed.has(f.ip)) problems.push(`orphan tc ${f.direction} filter for ${f.ip}`);
+  }
+  for (const e of eips) {
+    const ip = e.status?.ip;
+    if (!ip) continue;
+    const held = [...w.ipam.allocations.values()].filter((a) => a.owner.uid === e.metadata.uid);
+    if (!held.some((a) => a.address === ip))
+      problems.push(`${e.metadata.name}: status.ip ${ip} is not allocated to it`);
+    if (e.status?.ready && !w.net1().some((c) => c.startsWith(`${ip}/`)))
+      problems.push(`${e.metadata.name}: Ready but ${ip} is not on net1`);
+  }
+  return problems;
+}
