@@ -40,6 +40,8 @@ const STDOUT = 1;
 const STDERR = 2;
 const STATUS = 3;
 const CLOSE = 255;
+/** How long an exec waits for the client's pong before it runs anyway. */
+const PONG_WAIT_MS = 2000;
 
 /** The status frame payload (Go's encoding of metav1.Status without kind/apiVersion). */
 export function exitStatus(exitCode: number): Record<string, unknown> {
@@ -196,8 +198,6 @@ export class ExecServer {
       if (base64) ws.send(`${channel}${data.toString('base64')}`);
       else ws.send(Buffer.concat([Buffer.from([channel]), data]));
     };
-    // "Connected": an empty frame on the lowest writable channel.
-    send(p.stdout ? STDOUT : p.stderr ? STDERR : STATUS, Buffer.alloc(0));
 
     const stdinChunks: Buffer[] = [];
     let stdinDone = !p.stdin;
@@ -223,13 +223,24 @@ export class ExecServer {
     });
 
     const run = async (): Promise<void> => {
-      const { delayMs, effect } = this.deps.faults.takeExec({
+      // Nothing is sent before the client can route it. client-go (kubectl) starts reading the socket in one
+      // goroutine and creates its stdout/stderr/error streams in another; a frame that arrives before its stream
+      // exists is discarded ("Unknown stream id 1, discarding message"), and the close frame that follows then
+      // fails the stream creation ("closed all streams") — about 0.5 % of execs under load, with the output
+      // lost. A WebSocket ping answered by a pong proves the client's reader runs; kubectl creates its streams
+      // right after starting that reader, before it could have answered. See local/kube-api/README.md.
+      await this.clientReady(ws);
+      if (ws.readyState !== ws.OPEN) return;
+      // "Connected": an empty frame on the lowest writable channel.
+      send(p.stdout ? STDOUT : p.stderr ? STDERR : STATUS, Buffer.alloc(0));
+      const { delayMs, holds, effect } = this.deps.faults.takeExec({
         namespace: p.namespace,
         pod: p.pod,
         container: p.container,
         command: p.command,
       });
       if (effect?.kind === 'hang') return;
+      if (holds.length > 0) await Promise.all(holds);
       if (delayMs > 0) await this.sleep(delayMs);
       if (ws.readyState !== ws.OPEN) return;
       let outcome: ExecOutcome;
@@ -282,6 +293,25 @@ export class ExecServer {
     run().catch((e: unknown) => {
       this.deps.log(`exec session failed: ${String(e)}`);
       ws.terminate();
+    });
+  }
+
+  /** Resolves once the client answered a ping (or after PONG_WAIT_MS, for a client that never pongs). */
+  private clientReady(ws: WebSocket): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.timers.delete(timer);
+        ws.off('pong', done);
+        ws.off('close', done);
+        // One more turn of the event loop: the client's stream set-up runs beside its reader.
+        setImmediate(resolve);
+      };
+      const timer = setTimeout(done, PONG_WAIT_MS);
+      this.timers.add(timer);
+      ws.on('pong', done);
+      ws.on('close', done);
+      ws.ping();
     });
   }
 

@@ -29,6 +29,7 @@ export interface ExecMatch {
 
 export type ExecEffect =
   | { kind: 'delay'; ms: number }
+  | { kind: 'hold'; until: Promise<void> }
   | { kind: 'exit'; exitCode: number; stdout: string; stderr: string }
   | { kind: 'error'; message: string }
   | { kind: 'drop-status' }
@@ -165,6 +166,18 @@ export class Faults {
     return this.addExec(options, { kind: 'delay', ms: options.ms });
   }
 
+  /**
+   * The matching execs wait, connected, until `release()` is called, then run (combines with one other exec
+   * fault). `hits` counts the sessions that reached the hold, so a test can wait for N sessions in flight.
+   */
+  holdExec(options: ExecMatch = {}): FaultHandle & { release(): void } {
+    let release = (): void => {};
+    const until = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    return Object.assign(this.addExec(options, { kind: 'hold', until }), { release });
+  }
+
   /** The next matching exec runs and sends its output, then the connection breaks without a status frame. */
   dropExecStatus(options: ExecMatch = {}): FaultHandle {
     return this.addExec(options, { kind: 'drop-status' });
@@ -212,14 +225,20 @@ export class Faults {
   }
 
   /** @internal Consumes the exec rules matching `call`: the summed delay and the first other effect. */
-  takeExec(call: ExecCall): { delayMs: number; effect?: Exclude<ExecEffect, { kind: 'delay' }> } {
+  takeExec(call: ExecCall): {
+    delayMs: number;
+    holds: Promise<void>[];
+    effect?: Exclude<ExecEffect, { kind: 'delay' | 'hold' }>;
+  } {
     let delayMs = 0;
-    let effect: Exclude<ExecEffect, { kind: 'delay' }> | undefined;
+    const holds: Promise<void>[] = [];
+    let effect: Exclude<ExecEffect, { kind: 'delay' | 'hold' }> | undefined;
     for (const e of take(this.execRules, (m) => execMatches(m, call))) {
       if (e.kind === 'delay') delayMs += e.ms;
+      else if (e.kind === 'hold') holds.push(e.until);
       else effect ??= e;
     }
-    return effect === undefined ? { delayMs } : { delayMs, effect };
+    return effect === undefined ? { delayMs, holds } : { delayMs, holds, effect };
   }
 
   /** @internal Consumes the API rules matching `call`: the summed delay and the error to answer with. */
