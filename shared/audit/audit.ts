@@ -222,10 +222,11 @@ export async function repairDrift(
   }
   for (const [name, { uid, reason, drift }] of perEip) {
     const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
+    const main = drift.find((d) => d.repair === 'redo') ?? drift[0]!;
     const action = reason === 'gateway-restarted' ? `re-add on the gateway and rewrite status` : 'resync';
     if (dry) {
       note({
-        kind: drift[0]!.kind,
+        kind: main.kind,
         target: name,
         action: `${action} (update, reason ${reason})`,
         result: 'planned',
@@ -237,7 +238,7 @@ export async function repairDrift(
     try {
       const outcome = await updateEip(inv, deps);
       note({
-        kind: drift[0]!.kind,
+        kind: main.kind,
         target: name,
         action: `${action} (update, reason ${reason})`,
         result: outcome.status === 'rejected' ? 'failed' : 'done',
@@ -261,7 +262,7 @@ export async function repairDrift(
         });
       } else {
         note({
-          kind: drift[0]!.kind,
+          kind: main.kind,
           target: name,
           action: `${action} (update, reason ${reason})`,
           result: e instanceof LeaseHeldError ? 'skipped' : 'failed',
@@ -350,7 +351,8 @@ async function repairOrphans(
         });
         continue;
       }
-      const firstSeen = seen.get(address);
+      // With no grace at all (an operator's explicit choice), this sighting is enough.
+      const firstSeen = seen.get(address) ?? (o.grace === 0 ? now : undefined);
       const evidence =
         record.state === 'released' && record.releasedAt <= now - o.grace
           ? `released ${ago(now - record.releasedAt)} ago`
