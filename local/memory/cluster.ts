@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ConflictError, GatewayNotReadyError } from '../../shared/domain/errors.js';
+import { gatewayApp } from '../../shared/domain/gateway-pod.js';
 import {
   API_VERSION,
   type GatewayPod,
@@ -186,7 +187,7 @@ export class MemoryCluster implements Cluster {
     const matches = [...this.pods.values()].filter(
       (p) =>
         p.namespace === this.namespace &&
-        p.labels[Label.app] === `vpc-nat-gw-${gw}` &&
+        p.labels[Label.app] === gatewayApp(gw) &&
         p.labels[Label.vpcNatGw] === 'true',
     );
     if (matches.length > 1) throw new GatewayNotReadyError(`too many pods for vpc nat gateway ${gw}`);
@@ -216,6 +217,11 @@ export class MemoryCluster implements Cluster {
     this.writes.push({ method: 'updateEip', name, body: clone(change) });
     const e = this.eips.get(name);
     if (!e) return undefined;
+    if (this.racingWriters > 0) {
+      // Someone else's write lands just before ours: the object moves on and our precondition fails.
+      this.racingWriters--;
+      e.metadata.resourceVersion = this.nextResourceVersion();
+    }
     if (e.metadata.resourceVersion !== resourceVersion)
       throw new ConflictError(
         `iptables-eips "${name}": the object has been modified (resourceVersion ${resourceVersion} is stale)`,
@@ -241,6 +247,13 @@ export class MemoryCluster implements Cluster {
       this.eips.delete(name);
     }
     return clone(e);
+  }
+
+  private racingWriters = 0;
+
+  /** The next `n` updateEip calls each lose a race to a concurrent writer (a 409 Conflict). */
+  raceNextUpdates(n: number): void {
+    this.racingWriters = n;
   }
 
   async patchEipStatus(name: string, change: EipStatusChange): Promise<IptablesEip | undefined> {

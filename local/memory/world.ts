@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Invocation } from '../../shared/core/invocation.js';
 import { operations } from '../../shared/core/operations.js';
 import type { Outcome } from '../../shared/core/outcome.js';
+import { gatewayApp, gatewayPodName } from '../../shared/domain/gateway-pod.js';
 import {
   API_VERSION,
   DEFAULT_EXTERNAL_SUBNET,
@@ -24,7 +25,7 @@ import { MemoryIpam } from './ipam.js';
 import { MemoryLeases } from './leases.js';
 
 export const GW = 'gw1';
-export const POD = 'vpc-nat-gw-gw1-0';
+export const POD = gatewayPodName(GW);
 
 export class ManualClock {
   constructor(public t = Date.parse('2026-11-29T10:00:00Z')) {}
@@ -103,7 +104,7 @@ export function world(options: WorldOptions = {}) {
         phase: 'Running',
         creationTimestamp: at,
         container: { restartCount: 0, startedAt: at, ready: true },
-        labels: { [Label.app]: `vpc-nat-gw-${GW}`, [Label.vpcNatGw]: 'true' },
+        labels: { [Label.app]: gatewayApp(GW), [Label.vpcNatGw]: 'true' },
         ...(addresses && { addresses }),
       };
       cluster.putPod(pod);

@@ -1,5 +1,6 @@
 /** Reaching the gateway pod: find it Running, and run one nat-gateway.sh operation with timing and metrics. */
-import { GatewayCommandError, GatewayNotReadyError } from '../domain/errors.js';
+import { GatewayCommandError, GatewayNotReadyError, GatewayRefusedError } from '../domain/errors.js';
+import { gatewayApp } from '../domain/gateway-pod.js';
 import type { Deps, GatewayPod, NatGwOp } from '../ports.js';
 import { checkDeadline, type Invocation } from './invocation.js';
 
@@ -14,7 +15,7 @@ export async function runningGatewayPod(
 ): Promise<GatewayPod> {
   let pod: GatewayPod | undefined;
   if (pods) {
-    const matches = pods.filter((p) => p.app === `vpc-nat-gw-${gw}`);
+    const matches = pods.filter((p) => p.app === gatewayApp(gw));
     if (matches.length > 1) throw new GatewayNotReadyError(`too many pods for vpc nat gateway ${gw}`);
     pod = matches[0];
   } else {
@@ -25,6 +26,13 @@ export async function runningGatewayPod(
     throw new GatewayNotReadyError(`pod ${pod.namespace}/${pod.name} is not active now (phase ${pod.phase})`);
   return pod;
 }
+
+/**
+ * What the gateway's tools print when they refuse a value (iproute2's `Illegal "rate"`, `Error: argument … is
+ * wrong`, `What is "…"?`, `… MUST be specified`, `invalid …`). A failure without such a message (a missing device
+ * after a restart, a broken stream, a timeout) may pass on its own and stays retryable.
+ */
+const REFUSAL = /\b(Illegal "|Error: argument|What is "|MUST be specified|requires "|invalid )/;
 
 export async function runGateway(
   inv: Invocation,
@@ -37,12 +45,20 @@ export async function runGateway(
   const started = deps.clock.now();
   try {
     const { stderr } = await deps.gateway.run(pod, op, args, inv.signal);
-    // stderr alone is not a failure (D28); keep it for whoever reads the logs.
+    // stderr alone is not a failure; keep it for whoever reads the logs.
     inv.log.info('gateway op', { op, args, pod: pod.name, ...(stderr.trim() && { stderr: stderr.trim() }) });
   } catch (e) {
     deps.metrics.count('ExecFailures', 1, { op });
-    if (e instanceof GatewayCommandError)
-      inv.log.warn('gateway op failed', { op, args, pod: pod.name, exitCode: e.exitCode, stderr: e.stderr });
+    if (!(e instanceof GatewayCommandError)) throw e;
+    inv.log.warn('gateway op failed', { op, args, pod: pod.name, exitCode: e.exitCode, stderr: e.stderr });
+    const said = `${e.stderr}\n${e.stdout}`;
+    if (e.exitCode !== undefined && REFUSAL.test(said))
+      throw new GatewayRefusedError(
+        `gateway ${pod.name} refused ${op} ${args.join(' ')}: ${said.trim().split('\n').slice(0, 3).join('; ')}`,
+        e.exitCode,
+        e.stderr,
+        { cause: e },
+      );
     throw e;
   } finally {
     deps.metrics.timing('ExecDuration', deps.clock.now() - started, { op });

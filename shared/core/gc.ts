@@ -1,10 +1,11 @@
 /**
- * Garbage collection of allocations (DESIGN §3.2, reference §9): DynamoDB is durable, so the seed's "leaks heal
- * on restart" does not happen here. Allocations whose owner no longer exists — an EIP uid, or a gateway pod
+ * Garbage collection of allocations: DynamoDB is durable, so nothing here "heals on restart" the way kube-ovn's
+ * in-memory IPAM does. Allocations whose owner no longer exists — an EIP uid, or a gateway pod
  * (`pod:<uid>`, ADR 0006) — are released. The live set is read first; the collector only judges claims older
  * than that read (minus a grace period), and asks again, per candidate, whether the owner is really gone.
  */
 import { poolsOf } from '../domain/addressing.js';
+import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
 import { externalNetworkOf } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, Pool } from '../ports.js';
 
@@ -31,8 +32,6 @@ export function isGarbageCollector(ipam: unknown): ipam is GarbageCollector {
   return typeof (ipam as Partial<GarbageCollector>).collectGarbage === 'function';
 }
 
-export const podOwner = (uid: string): string => `pod:${uid}`;
-
 export async function collectGarbage<R extends GcSummary>(
   deps: Pick<Deps, 'cluster' | 'clock' | 'log'>,
   collector: GarbageCollector<R>,
@@ -55,7 +54,7 @@ export async function collectGarbage<R extends GcSummary>(
 
   // Second opinion per candidate: the owner is gone only if a fresh read agrees.
   const confirm = async (a: Allocation): Promise<boolean> => {
-    if (a.owner.uid.startsWith('pod:'))
+    if (isPodOwner(a.owner.uid))
       return !(await cluster.listGatewayPods()).some((p) => podOwner(p.uid) === a.owner.uid);
     const eip = await cluster.getEip(a.owner.name);
     return eip?.metadata.uid !== a.owner.uid;

@@ -5,6 +5,7 @@
  */
 import { ConflictError, DeadlineError, LeaseHeldError } from '../domain/errors.js';
 import type { IptablesEip } from '../domain/kube-ovn.js';
+import { LEASE_MAX_MS, leaseKey } from '../domain/lease.js';
 import type { EipEvent } from '../events.js';
 import type { Deps, EipObjectChange, Logger } from '../ports.js';
 
@@ -16,15 +17,13 @@ export interface Invocation {
   log: Logger;
 }
 
-/** A lease longer than this is never needed: one invocation does a handful of API calls and execs. */
-export const MAX_LEASE_MS = 120_000;
-
-export const leaseKey = (eipName: string): string => `eip#${eipName}`;
-
-/** Runs `fn` holding the EIP's lease. A held lease throws LeaseHeldError (retryable) at once: no spinning. */
+/**
+ * Runs `fn` holding the EIP's lease (at most LEASE_MAX_MS, never past the deadline). A held lease throws
+ * LeaseHeldError (retryable) at once: no spinning. Contention is counted here, once, for every Leases adapter.
+ */
 export async function withLease<T>(inv: Invocation, deps: Deps, fn: () => Promise<T>): Promise<T> {
   const now = deps.clock.now();
-  const expiresAt = Math.min(inv.deadline, now + MAX_LEASE_MS);
+  const expiresAt = Math.min(inv.deadline, now + LEASE_MAX_MS);
   if (expiresAt <= now) throw new DeadlineError('no time left to take the lease');
   let lease: Awaited<ReturnType<Deps['leases']['acquire']>>;
   try {
@@ -48,6 +47,9 @@ export function checkDeadline(inv: Invocation): void {
     throw new DeadlineError('invocation deadline reached; the work done so far is safe to repeat');
 }
 
+/** Attempts of one metadata write before a lost race is given to the caller as a retryable ConflictError. */
+export const META_WRITE_ATTEMPTS = 4;
+
 /**
  * Writes spec/labels/finalizers computed from a fresh read, guarded by its resourceVersion. On a conflict it
  * re-reads and recomputes (a concurrent status write bumps the resourceVersion without touching what we change).
@@ -60,7 +62,7 @@ export async function updateEipMeta(
   compute: (eip: IptablesEip) => EipObjectChange | undefined,
 ): Promise<IptablesEip | undefined> {
   let eip: IptablesEip | undefined = current;
-  for (let attempt = 0; attempt < 4 && eip; attempt++) {
+  for (let attempt = 0; attempt < META_WRITE_ATTEMPTS && eip; attempt++) {
     const change = compute(eip);
     if (!change) return eip;
     try {
@@ -73,5 +75,7 @@ export async function updateEipMeta(
     }
   }
   if (!eip) return undefined;
-  throw new ConflictError(`iptables-eips "${name}" kept changing under four consecutive writes`);
+  throw new ConflictError(
+    `iptables-eips "${name}" kept changing under ${META_WRITE_ATTEMPTS} consecutive writes`,
+  );
 }

@@ -1,29 +1,38 @@
 /**
- * The four EIP operations: kube-ovn's add, update, reset and delete, with the differences listed in
- * docs/kube-ovn-differences.md. Every operation re-reads the EIP, holds the EIP's lease while it works, and
- * converges: it is safe to run twice, concurrently with a sibling, or out of order. Order of effects, always:
- * finalizer → allocation (durable) → gateway → spec/labels → status;
- * and on deletion: gateway cleanup → release → finalizer removal.
+ * The four EIP operations, read top-down: an operation takes the EIP's lease (the prelude: read, lease, re-read),
+ * then converges. Every operation is safe to run twice, concurrently with a sibling, or out of order.
+ *
+ * Order of effects when configuring: finalizer → allocation (durable) → address on the gateway → its placement
+ * recorded in IPAM → QoS → spec and labels → status. On deletion: gateway clean-up where the address really is
+ * (the recorded placement) → release → finalizer removal. Permanent errors are turned into a recorded `rejected`
+ * outcome in one place, `settle` below (docs/architecture.md, docs/adr/0014-event-path-top-down.md).
  */
-import { parseAddress, poolsOf, staticAddressProblem, withPrefix } from '../domain/addressing.js';
+import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../domain/addressing.js';
 import {
   AddressConflictError,
+  ConflictError,
+  DependencyMissingError,
   InvalidEventError,
   InvalidSpecError,
   NatGwDisabledError,
   PermanentError,
   UnsupportedChangeError,
 } from '../domain/errors.js';
-import {
-  DEFAULT_EXTERNAL_SUBNET,
-  externalNetworkOf,
-  type IptablesEip,
-  Label,
-  type Subnet,
-} from '../domain/kube-ovn.js';
-import type { Allocation, Deps, EipObjectChange, EipStatusChange, GatewayPod, Pool } from '../ports.js';
+import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
+import { DEFAULT_EXTERNAL_SUBNET, externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
+import { blockedRetryDelay } from '../domain/retry.js';
+import { assertName, macProblem, nameProblem } from '../domain/validation.js';
+import type {
+  Allocation,
+  Deps,
+  EipObjectChange,
+  EipStatusChange,
+  GatewayPod,
+  NatGwOp,
+  Placement,
+  Pool,
+} from '../ports.js';
 import { runGateway, runningGatewayPod } from './gateway.js';
-import { podOwner } from './gc.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { addQos, assertBindable, type LoadedQos, loadQos, removeQos } from './qos.js';
@@ -31,6 +40,7 @@ import {
   ConditionType,
   desiredLabels,
   hasOurFinalizer,
+  type LabelFacts,
   labelChanges,
   macFor,
   natOf,
@@ -59,13 +69,18 @@ class Run {
       ? { status: 'applied', eip, actions: this.actions, ...(ip && { ip }) }
       : { status: 'unchanged', eip };
   }
-  async gw(pod: GatewayPod, op: Parameters<typeof runGateway>[3], args: string[]): Promise<void> {
+  async gw(pod: GatewayPod, op: NatGwOp, args: string[]): Promise<void> {
     await runGateway(this.inv, this.deps, pod, op, args);
     this.did(`${op} ${args.join(' ')}`);
   }
+  now(): string {
+    return new Date(this.deps.clock.now()).toISOString();
+  }
 }
 
-/** Reads the EIP the event names; undefined (→ skipped) when it is gone or is another object with that name. */
+// ------------------------------------------------------------------------------------------- the prelude
+
+/** Reads the EIP the event names; an outcome (skipped) when it is gone or is another object with that name. */
 async function readEip(inv: Invocation, deps: Deps): Promise<IptablesEip | Outcome> {
   const { name, uid } = inv.event.object;
   const eip = await deps.cluster.getEip(name);
@@ -82,15 +97,46 @@ async function readEip(inv: Invocation, deps: Deps): Promise<IptablesEip | Outco
 const isOutcome = (v: IptablesEip | Outcome): v is Outcome => 'status' in v && !('apiVersion' in v);
 
 /**
+ * The one lease prelude: read the EIP (nothing to lease when it is gone), take its lease, read it again under the
+ * lease (the first read only said whether there is anything to do), then run `body`.
+ */
+async function underLease(
+  inv: Invocation,
+  deps: Deps,
+  body: (run: Run, eip: IptablesEip) => Promise<Outcome>,
+): Promise<Outcome> {
+  const first = await readEip(inv, deps);
+  if (isOutcome(first)) return first;
+  return withLease(inv, deps, async () => {
+    const eip = await readEip(inv, deps);
+    if (isOutcome(eip)) return eip;
+    return body(new Run(inv, deps), eip);
+  });
+}
+
+// ------------------------------------------------------------------------------------------- rejections
+
+/** Since when the EIP has been blocked for `code` (epoch ms), from its Validated condition. */
+function blockedSince(eip: IptablesEip | undefined, code: string): number | undefined {
+  const c = eip?.status?.conditions?.find((x) => x.type === ConditionType.validated);
+  if (!c || c.status !== 'False' || c.reason !== code || !c.lastTransitionTime) return undefined;
+  return Date.parse(c.lastTransitionTime);
+}
+
+/**
  * Records a permanent error on the EIP (status.conditions and a Warning Event) and turns it into a `rejected`
- * outcome. Best effort: failing to record must not turn a permanent error into a retry storm.
+ * outcome, with a retry delay when its blocker may clear. An EIP whose address is not on a gateway (never
+ * configured, or the NAT gateway feature is off, which removes the gateway pods) is also marked not Ready.
+ * Best effort: failing to record must not turn a permanent error into a retry storm.
  */
 async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Promise<Outcome> {
   const name = inv.event.object.name;
   deps.metrics.count('Rejections', 1, { code: error.code });
   inv.log.warn('rejected', { code: error.code, message: error.message });
+  let retryAfterMs: number | undefined;
   try {
     const eip = await deps.cluster.getEip(name);
+    if (error.mayClear) retryAfterMs = blockedRetryDelay(blockedSince(eip, error.code), deps.clock.now());
     if (eip && (!inv.event.object.uid || eip.metadata.uid === inv.event.object.uid)) {
       const now = new Date(deps.clock.now()).toISOString();
       let conditions = setCondition(
@@ -104,13 +150,18 @@ async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Pro
         },
         now,
       );
-      if (!eip.status?.ip)
+      const offGateway = !eip.status?.ip || error instanceof NatGwDisabledError;
+      if (offGateway)
         conditions = setCondition(
           conditions,
           { type: ConditionType.ready, status: 'False', reason: error.code, message: error.message },
           now,
         );
-      const change = statusChanges(eip, { conditions });
+      const change = statusChanges(eip, {
+        conditions,
+        // ready=false also asks for a redo once the feature is back (kube-ovn's own convention).
+        ...(error instanceof NatGwDisabledError && eip.status?.ip && { ready: false }),
+      });
       if (change) {
         await deps.cluster.patchEipStatus(name, change);
         await deps.cluster.emitEvent(eip, { type: 'Warning', reason: error.code, message: error.message });
@@ -119,37 +170,61 @@ async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Pro
   } catch (e) {
     inv.log.error('could not record the rejection on the EIP', { error: String(e) });
   }
+  return {
+    status: 'rejected',
+    eip: name,
+    code: error.code,
+    message: error.message,
+    ...(retryAfterMs !== undefined && { retryAfterMs }),
+  };
+}
+
+/** The outcome of an event that cannot be handled as sent (nothing is recorded: it may not name a real EIP). */
+export function invalidEvent(name: string, error: InvalidEventError): Outcome {
   return { status: 'rejected', eip: name, code: error.code, message: error.message };
 }
 
-/** Wraps an operation: permanent errors become a recorded `rejected` outcome; everything else propagates. */
-function guarded(op: Operation): Operation {
+/**
+ * The one place permanent errors are handled: an operation's permanent error becomes a `rejected` outcome,
+ * recorded on the EIP unless the event itself was at fault; everything else propagates (the edge lets Lambda
+ * retry it).
+ */
+function settle(op: Operation): Operation {
   return async (inv, deps) => {
     try {
       return await op(inv, deps);
     } catch (e) {
-      if (e instanceof PermanentError && !(e instanceof InvalidEventError)) return rejected(inv, deps, e);
+      if (e instanceof InvalidEventError) return invalidEvent(inv.event.object.name, e);
+      if (e instanceof PermanentError) return rejected(inv, deps, e);
       throw e;
     }
   };
 }
 
-interface Target {
-  subnet: Subnet;
-  v4: Pool;
-  v6?: Pool;
-}
+/** `name` when it is a valid object name, else undefined (labels and event snapshots are not validated input). */
+const validName = (name: string | undefined): string | undefined =>
+  name && !nameProblem(name) ? name : undefined;
 
-/** The external subnet's pools. @throws InvalidSpecError when it is missing or has no IPv4. */
-async function targetOf(deps: Deps, eip: IptablesEip): Promise<Target> {
-  const network = externalNetworkOf(eip);
-  const subnet = await deps.cluster.getSubnet(network);
-  if (!subnet) throw new InvalidSpecError(`subnet ${network} not found`);
-  const pools = poolsOf(subnet);
-  const v4 = pools.find((p) => p.family === 4);
-  if (!v4) throw new InvalidSpecError(`subnet ${network} does not support ipv4`);
-  const v6 = pools.find((p) => p.family === 6);
-  return { subnet, v4, ...(v6 && { v6 }) };
+// ------------------------------------------------------------------------------------------- validation
+
+/**
+ * Checks the spec alone, before any API call: names that become URL path segments or label values, the MAC, the
+ * requested address. @throws InvalidSpecError
+ */
+function validateSpec(eip: IptablesEip): void {
+  const { natGwDp, externalSubnet, qosPolicy, macAddress, v4ip } = eip.spec;
+  if (!natGwDp) throw new InvalidSpecError('parameter "natGwDp" cannot be empty');
+  assertName('natGwDp', natGwDp);
+  if (externalSubnet) assertName('externalSubnet', externalSubnet);
+  if (qosPolicy) assertName('qosPolicy', qosPolicy);
+  if (macAddress) {
+    const problem = macProblem(macAddress);
+    if (problem)
+      throw new InvalidSpecError(`macAddress ${JSON.stringify(macAddress.slice(0, 32))} ${problem}`);
+  }
+  const requested = v4ip?.trim();
+  if (requested && parseAddress(requested)?.family !== 4)
+    throw new InvalidSpecError(`failed to parse eip ip ${JSON.stringify(requested.slice(0, 64))}`);
 }
 
 async function requireFeature(deps: Deps): Promise<void> {
@@ -157,25 +232,27 @@ async function requireFeature(deps: Deps): Promise<void> {
   if (!f.enabled) throw new NatGwDisabledError(`iptables nat gw not enable: ${f.reason ?? 'disabled'}`);
 }
 
+/** The IPv4 pool of a subnet. @throws DependencyMissingError when it is missing, InvalidSpecError without IPv4 */
+async function v4PoolOf(deps: Deps, name: string): Promise<{ v4: Pool; v6?: Pool }> {
+  const subnet = await deps.cluster.getSubnet(name);
+  if (!subnet) throw new DependencyMissingError(`subnet ${name} not found`, { kind: 'Subnet', name });
+  const pools = poolsOf(subnet);
+  const v4 = pools.find((p) => p.family === 4);
+  if (!v4) throw new InvalidSpecError(`subnet ${name} does not support ipv4`);
+  const v6 = pools.find((p) => p.family === 6);
+  return { v4, ...(v6 && { v6 }) };
+}
+
 // ------------------------------------------------------------------------------------------- add / update
 
 /**
- * add and update converge the same way; the handler name only says why they were called. A fresh EIP is
- * provisioned, a provisioned one is maintained (refused changes, QoS changes, redo), a terminating one finalized.
+ * add and update converge the same way; the handler name only says why they were called. A terminating EIP is
+ * finalized, a fresh one provisioned, a configured one maintained.
  */
-async function converge(inv: Invocation, deps: Deps): Promise<Outcome> {
-  const first = await readEip(inv, deps);
-  if (isOutcome(first)) return first;
-  return withLease(inv, deps, async () => {
-    // Re-read under the lease: the first read only told us whether there is anything to do.
-    const eip = await readEip(inv, deps);
-    if (isOutcome(eip)) return eip;
-    const run = new Run(inv, deps);
-    if (eip.metadata.deletionTimestamp) return finalize(run, eip); // also ADDED-while-terminating
-    await requireFeature(deps);
-    if (!eip.spec.natGwDp) throw new InvalidSpecError('parameter "natGwDp" cannot be empty');
-    return eip.status?.ip ? maintain(run, eip) : provision(run, eip);
-  });
+function converge(run: Run, eip: IptablesEip): Promise<Outcome> {
+  if (eip.metadata.deletionTimestamp) return finalize(run, eip); // also an EIP first seen while terminating
+  validateSpec(eip);
+  return eip.status?.ip ? maintain(run, eip) : provision(run, eip);
 }
 
 async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
@@ -184,33 +261,38 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const owner = { uid: eip0.metadata.uid, name };
   const gwName = eip0.spec.natGwDp!;
 
-  // Validate everything we can before anything is allocated or configured.
-  const target = await targetOf(deps, eip0);
+  // Everything that can refuse is checked before anything is held: the feature, the subnet, the gateway and its
+  // attachment to the subnet, the QoS policy (missing, invalid or bound elsewhere: the EIP waits for it).
+  await requireFeature(deps);
+  const network = externalNetworkOf(eip0);
+  const target = await v4PoolOf(deps, network);
   const gateway = await deps.cluster.getVpcNatGateway(gwName);
-  if (!gateway) throw new InvalidSpecError(`vpc nat gateway ${gwName} not found`);
-  // An address from a subnet the gateway is not attached to would land on net1 and re-point its default route
-  // (docs/kube-ovn-differences.md#subnet-must-be-attached-to-the-gateway).
+  if (!gateway)
+    throw new DependencyMissingError(`vpc nat gateway ${gwName} not found`, {
+      kind: 'VpcNatGateway',
+      name: gwName,
+    });
+  // An address from a subnet the gateway is not attached to would land on net1 and re-point its default route.
   const attached = gateway.spec.externalSubnets?.length
     ? gateway.spec.externalSubnets
     : [DEFAULT_EXTERNAL_SUBNET];
-  if (!attached.includes(target.v4.subnet))
+  if (!attached.includes(network))
     throw new InvalidSpecError(
-      `vpc nat gateway ${gwName} is not attached to subnet ${target.v4.subnet} (its external subnets: ${attached.join(', ')})`,
+      `vpc nat gateway ${gwName} is not attached to subnet ${network} (its external subnets: ${attached.join(', ')})`,
     );
   const requested = eip0.spec.v4ip?.trim();
-  if (requested && parseAddress(requested)?.family !== 4)
-    throw new InvalidSpecError(`failed to parse eip ip ${requested}`);
   const qos = eip0.spec.qosPolicy ? await loadQos(deps, eip0.spec.qosPolicy) : undefined;
+  if (qos) await assertBindable(deps, eip0, qos);
 
-  // 1. Finalizer (and the labels known so far) before anything is allocated
-  //    (docs/kube-ovn-differences.md#finalizer-before-allocation). The qos label goes on here,
-  //    before any tc change, so a concurrent binder of an unshared policy sees it.
-  let eip = await updateEipMeta(deps, name, eip0, ownMetadata);
+  // 1. The finalizer before anything is allocated.
+  let eip = await updateEipMeta(deps, name, eip0, (e) => {
+    const finalizers = withFinalizer(e.metadata.finalizers);
+    return finalizers ? { finalizers } : undefined;
+  });
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
   if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('finalizer');
-  if (qos) await assertBindable(deps, eip, qos);
 
-  // 2. Allocation: durable before the gateway is touched. Gateway pods' own addresses are claimed for the pods
+  // 2. Allocation, durable before the gateway is touched. Gateway pods' own addresses are claimed for the pods
   //    first, so they are never handed to an EIP (ADR 0006).
   const pods = await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
   let v4: Allocation;
@@ -219,48 +301,55 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     v4 = await deps.ipam.claimAddress(target.v4, requested, owner);
     // The user changed spec.v4ip before the EIP was ever configured: give back what the old request claimed.
     for (const a of held)
-      if (a.subnet === target.v4.subnet && a.family === 4 && a.address !== v4.address)
-        await deps.ipam.release(a.subnet, a.address, owner.uid);
+      if (a.family === 4 && a.address !== v4.address) await deps.ipam.release(a.subnet, a.address, owner.uid);
   } else {
     v4 = await deps.ipam.claimAny(target.v4, owner); // the owner's existing allocation, if a retry
   }
   const v6 = target.v6 ? await deps.ipam.claimAny(target.v6, owner) : undefined;
   run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
 
-  // 3. Gateway: address, then QoS.
+  // 3. The address on the gateway, and where it is recorded with the allocation.
+  const placement: Placement = { gateway: gwName, prefix: prefixLength(target.v4) };
   const pod = await runningGatewayPod(deps, gwName, pods);
-  await run.gw(pod, 'eip-add', [`${withPrefix(target.v4, v4.address)},${target.v4.gateway}`]);
-  if (qos) await addQos(run.inv, deps, pod, v4.address, qos);
-  if (qos?.rules.length) run.did(`qos ${qos.name}`);
+  await run.gw(pod, 'eip-add', [`${v4.address}/${placement.prefix},${target.v4.gateway}`]);
+  await recordPlacement(run, v4, placement);
 
-  // 4. Spec and labels in one write, then status.
+  // 4. QoS: a problem from here on leaves the address configured and is reported in its own condition.
+  const q = await applyQos(run, eip, pod, v4.address, { want: qos?.name ?? '', have: '', redo: true }, qos);
+
+  // 5. Spec and labels in one write, then status.
+  const facts: LabelFacts = { subnet: v4.subnet, gateway: gwName, ip: v4.address, qos: q.applied };
   eip = await updateEipMeta(deps, name, eip, (e) => {
     const spec: Record<string, string> = {};
     if (e.spec.v4ip !== v4.address) spec.v4ip = v4.address;
     if (v6 && e.spec.v6ip !== v6.address) spec.v6ip = v6.address;
     if (!e.spec.macAddress) spec.macAddress = macFor(e.metadata.uid);
-    const labels = labelChanges(e.metadata.labels, desiredLabels(e, v4.address));
+    const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
     return Object.keys(spec).length || labels
       ? { ...(Object.keys(spec).length && { spec }), ...(labels && { labels }) }
       : undefined;
   });
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
-  await writeReadyStatus(run, eip, { ip: v4.address, redo: redoToken(pod), qos });
-  return run.outcome(name, v4.address);
+  await writeConfiguredStatus(run, eip, { ip: v4.address, redo: redoToken(pod), qos: q });
+  return q.problem ? rejectedAfterConfiguring(run, eip, q.problem) : run.outcome(name, v4.address);
 }
 
-/** Our finalizer and kube-ovn's labels, as far as they are known; undefined when both are already right. */
-function ownMetadata(e: IptablesEip): EipObjectChange | undefined {
-  const finalizers = withFinalizer(e.metadata.finalizers);
-  const labels = labelChanges(e.metadata.labels, desiredLabels(e));
-  return finalizers || labels ? { ...(finalizers && { finalizers }), ...(labels && { labels }) } : undefined;
+/** Records where the address is configured; the owner must still hold it (a lease holder always does). */
+async function recordPlacement(run: Run, a: Allocation, placement: Placement): Promise<void> {
+  if (a.placement?.gateway === placement.gateway && a.placement.prefix === placement.prefix) return;
+  if (!(await run.deps.ipam.place(a.subnet, a.address, a.owner.uid, placement)))
+    throw new ConflictError(
+      `${a.address} is no longer held by ${a.owner.uid}; its placement was not recorded`,
+    );
+  run.did(`place ${a.address} on ${placement.gateway}`);
 }
 
 /**
  * Claims each NAT gateway pod's own address on the EIP's external network (kube-ovn gave it to the pod) for that
- * pod, owner `pod:<uid>`, and returns the pods it listed. Idempotent. A re-created pod takes the address over from its predecessor's reservation
- * (released only if that pod is gone, and only if it still holds it); an address already held by an EIP is a
- * collision made before this product managed the subnet, and is reported rather than taken away.
+ * pod, owner `pod:<uid>`, and returns the pods it listed. Idempotent. A re-created pod takes the address over from
+ * its predecessor's reservation (released only if that pod is gone, and only if it still holds it); an address
+ * already held by an EIP is a collision made before this product managed the subnet, and is reported rather than
+ * taken away.
  */
 async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<GatewayPod[]> {
   const { deps, inv } = run;
@@ -276,7 +365,7 @@ async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<Gateway
       } catch (e) {
         if (!(e instanceof AddressConflictError)) throw e;
         const predecessor =
-          e.holderUid?.startsWith('pod:') && !live.has(e.holderUid) ? e.holderUid : undefined;
+          e.holderUid && isPodOwner(e.holderUid) && !live.has(e.holderUid) ? e.holderUid : undefined;
         if (predecessor && (await deps.ipam.release(pool.subnet, address, predecessor))) {
           await deps.ipam.claimAddress(pool, address, owner);
           continue;
@@ -292,75 +381,154 @@ async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<Gateway
   return pods;
 }
 
+/**
+ * A configured EIP: the address is re-added where it is configured whenever the gateway may have lost it, before
+ * anything else can fail; a change of gateway, subnet or address is refused and reported without stopping that;
+ * QoS follows and reports its own problems.
+ */
 async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const { deps, inv } = run;
   const name = eip0.metadata.name;
   const ip = eip0.status!.ip!;
-  const gwName = eip0.spec.natGwDp!;
-  const network = externalNetworkOf(eip0);
-
-  // Refused changes (docs/kube-ovn-differences.md#address-changes-refused-visibly): the address stays where it
-  // is, and the refusal is recorded.
-  if (eip0.spec.v4ip && eip0.spec.v4ip !== ip)
-    throw new UnsupportedChangeError(`not support eip change ip, old ip '${ip}', new ip '${eip0.spec.v4ip}'`);
-  const labels0 = eip0.metadata.labels ?? {};
-  if (labels0[Label.natGwName] && labels0[Label.natGwName] !== gwName)
-    throw new UnsupportedChangeError(
-      `not support eip change natGwDp, old '${labels0[Label.natGwName]}', new '${gwName}'`,
-    );
-  if (labels0[Label.subnet] && labels0[Label.subnet] !== network)
-    throw new UnsupportedChangeError(
-      `not support eip change externalSubnet, old '${labels0[Label.subnet]}', new '${network}'`,
-    );
-
-  const target = await targetOf(deps, eip0);
-  const wantQos = eip0.spec.qosPolicy ?? '';
-  const haveQos = eip0.status?.qosPolicy ?? '';
-  const qos = wantQos ? await loadQos(deps, wantQos) : undefined;
-
-  // The allocation is the source of truth: adopt an address configured before this table existed (or lost).
   const owner = { uid: eip0.metadata.uid, name };
+  await requireFeature(deps);
+
+  // Where the address really is: the allocation this EIP holds for it and its recorded placement. An EIP configured
+  // before placements were recorded falls back to its labels (then its spec), and gets its placement recorded now.
   const held = await deps.ipam.findByOwner(owner.uid);
-  if (!held.some((a) => a.subnet === target.v4.subnet && a.address === ip)) {
-    await deps.ipam.claimAddress(target.v4, ip, owner);
+  let alloc = held.find((a) => a.family === 4 && a.address === ip);
+  const labels0 = eip0.metadata.labels ?? {};
+  if (!alloc) {
+    // Adopt an address configured before this table existed (or lost from it); another EIP's address is refused.
+    const network = validName(labels0[Label.subnet]) ?? externalNetworkOf(eip0);
+    alloc = await deps.ipam.claimAddress((await v4PoolOf(deps, network)).v4, ip, owner);
     run.did(`adopt ${ip}`);
   }
+  const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
+  const placement: Placement = alloc.placement ?? {
+    gateway: validName(labels0[Label.natGwName]) ?? eip0.spec.natGwDp!,
+    prefix: prefixLength(pool),
+  };
 
-  // Finalizer and labels before tc changes (the qos label is what the unshared check sees).
-  const eip = await updateEipMeta(deps, name, eip0, ownMetadata);
-  if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
-  if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('metadata');
-  if (qos && wantQos !== haveQos) await assertBindable(deps, eip, qos);
+  // Refused changes: the address stays where it is, and the refusal is reported after the address is seen to.
+  const refusal =
+    eip0.spec.v4ip && eip0.spec.v4ip !== ip
+      ? `not support eip change ip, old ip '${ip}', new ip '${eip0.spec.v4ip}'`
+      : eip0.spec.natGwDp !== placement.gateway
+        ? `not support eip change natGwDp, old '${placement.gateway}', new '${eip0.spec.natGwDp}'`
+        : externalNetworkOf(eip0) !== alloc.subnet
+          ? `not support eip change externalSubnet, old '${alloc.subnet}', new '${externalNetworkOf(eip0)}'`
+          : undefined;
 
-  const pod = await runningGatewayPod(deps, gwName);
+  // The address first. Redo when the gateway restarted since we configured it (the token moved), someone asked
+  // for one the kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second
+  // resolution (as Kubernetes' startedAt), so a restart within the same second is only visible through that last
+  // hint; re-adding is idempotent, so trusting it costs one exec per EIP.
+  const pod = await runningGatewayPod(deps, placement.gateway);
   const token = redoToken(pod);
-  // Redo (ADR 0003): the gateway restarted since we configured it (the token moved), someone asked for a redo the
-  // kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second resolution (as
-  // Kubernetes' startedAt), so a restart within the same second is only visible through that last hint; re-adding
-  // is idempotent, so trusting it costs one exec per EIP.
   const redo =
-    eip.status?.redo !== token || eip.status?.ready !== true || inv.event.reason === 'gateway-restarted';
-  if (redo) await run.gw(pod, 'eip-add', [`${withPrefix(target.v4, ip)},${target.v4.gateway}`]);
+    eip0.status?.redo !== token || eip0.status?.ready !== true || inv.event.reason === 'gateway-restarted';
+  if (redo) await run.gw(pod, 'eip-add', [`${ip}/${placement.prefix},${pool.gateway}`]);
+  await recordPlacement(run, alloc, placement);
 
-  const policyEdited = inv.event.reason === 'qos-policy-changed' && wantQos === haveQos && wantQos !== '';
-  if (haveQos && (haveQos !== wantQos || policyEdited)) {
-    await removeQos(inv, deps, pod, ip, haveQos, { allDirections: policyEdited });
-  }
-  if (qos && (redo || wantQos !== haveQos || policyEdited)) {
-    await addQos(inv, deps, pod, ip, qos);
-    if (qos.rules.length) run.did(`qos ${qos.name}`);
-  }
-  await writeReadyStatus(run, eip, { ip, redo: token, qos });
-  return run.outcome(name, ip);
+  // Then QoS, then metadata (finalizer, labels as configured), then status.
+  const want = eip0.spec.qosPolicy ?? '';
+  const have = eip0.status?.qosPolicy ?? '';
+  const q = await applyQos(run, eip0, pod, ip, { want, have, redo });
+  const facts: LabelFacts = { subnet: alloc.subnet, gateway: placement.gateway, ip, qos: q.applied };
+  const eip = await updateEipMeta(deps, name, q.eip, (e) => {
+    const finalizers = withFinalizer(e.metadata.finalizers);
+    const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
+    return finalizers || labels
+      ? { ...(finalizers && { finalizers }), ...(labels && { labels }) }
+      : undefined;
+  });
+  if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
+  if (eip.metadata.resourceVersion !== q.eip.metadata.resourceVersion) run.did('metadata');
+  const refused = refusal ? new UnsupportedChangeError(refusal) : undefined;
+  await writeConfiguredStatus(run, eip, { ip, redo: token, qos: q, ...(refused && { refusal: refused }) });
+  const problem = refused ?? q.problem;
+  return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, ip);
 }
 
-async function writeReadyStatus(
+interface QosResult {
+  /** The policy now applied on the gateway ('' for none). */
+  applied: string;
+  /** Why the wanted policy is not applied. */
+  problem?: PermanentError;
+  /** The EIP after any label write the binding made. */
+  eip: IptablesEip;
+}
+
+/**
+ * Moves the gateway's tc filters for `ip` from policy `have` to `want` (re-adding `want` on a redo or when the
+ * policy's rules were edited). A permanent problem (policy missing, invalid, bound elsewhere, refused by tc) is
+ * returned, not thrown: the address stays configured whatever happens here.
+ */
+async function applyQos(
   run: Run,
   eip: IptablesEip,
-  s: { ip: string; redo: string; qos: LoadedQos | undefined },
+  pod: GatewayPod,
+  ip: string,
+  s: { want: string; have: string; redo: boolean },
+  loaded?: LoadedQos,
+): Promise<QosResult> {
+  const { deps, inv } = run;
+  const edited = inv.event.reason === 'qos-policy-changed' && s.want === s.have && s.want !== '';
+  let applied = s.have;
+  let current = eip;
+  try {
+    if (s.have && (s.have !== s.want || edited)) {
+      await removeQos(inv, deps, pod, ip, s.have, { allDirections: edited });
+      applied = '';
+    }
+    if (s.want && (s.redo || s.want !== s.have || edited)) {
+      applied = '';
+      const qos = loaded ?? (await loadQos(deps, s.want));
+      if (s.want !== s.have && !qos.shared) current = await claimPolicy(run, current, qos);
+      await addQos(inv, deps, pod, ip, qos);
+      applied = qos.name;
+      if (qos.rules.length) run.did(`qos ${qos.name}`);
+    }
+    return { applied, eip: current };
+  } catch (e) {
+    if (!(e instanceof PermanentError)) throw e;
+    inv.log.warn('qos not applied', { code: e.code, message: e.message });
+    return { applied, problem: e, eip: current };
+  }
+}
+
+/**
+ * Takes an unshared policy for this EIP: its label goes on before any tc change and the check comes after, so of
+ * two EIPs racing for one policy neither gets it silently; a loser takes its label off again.
+ */
+async function claimPolicy(run: Run, eip: IptablesEip, qos: LoadedQos): Promise<IptablesEip> {
+  const { deps } = run;
+  const name = eip.metadata.name;
+  const label =
+    (value: string | null) =>
+    (e: IptablesEip): EipObjectChange | undefined => {
+      const labels = labelChanges(e.metadata.labels, { [Label.qos]: value });
+      return labels ? { labels } : undefined;
+    };
+  const labelled = (await updateEipMeta(deps, name, eip, label(qos.name))) ?? eip;
+  try {
+    await assertBindable(deps, labelled, qos);
+  } catch (e) {
+    await updateEipMeta(deps, name, labelled, label(eip.status?.qosPolicy || null));
+    throw e;
+  }
+  return labelled;
+}
+
+/** Status of an EIP whose address is on the gateway: Ready, and the QoS and refusal conditions. */
+async function writeConfiguredStatus(
+  run: Run,
+  eip: IptablesEip,
+  s: { ip: string; redo: string; qos: QosResult; refusal?: UnsupportedChangeError },
 ): Promise<void> {
   const { deps } = run;
-  const now = new Date(deps.clock.now()).toISOString();
+  const now = run.now();
   let conditions = setCondition(
     eip.status?.conditions,
     {
@@ -371,33 +539,145 @@ async function writeReadyStatus(
     },
     now,
   );
-  conditions = removeCondition(conditions, ConditionType.validated);
-  const want: EipStatusChange = {
+  const want = eip.spec.qosPolicy ?? '';
+  const qosProblem = s.qos.problem;
+  if (qosProblem)
+    conditions = setCondition(
+      conditions,
+      {
+        type: ConditionType.qosApplied,
+        status: 'False',
+        reason: qosProblem.code,
+        message: qosProblem.message,
+      },
+      now,
+    );
+  else if (want)
+    conditions = setCondition(
+      conditions,
+      {
+        type: ConditionType.qosApplied,
+        status: 'True',
+        reason: 'Applied',
+        message: `qos policy ${want} is applied`,
+      },
+      now,
+    );
+  else conditions = removeCondition(conditions, ConditionType.qosApplied);
+  const refusal = s.refusal;
+  conditions = refusal
+    ? setCondition(
+        conditions,
+        {
+          type: ConditionType.validated,
+          status: 'False',
+          reason: refusal.code,
+          message: refusal.message,
+          observedGeneration: eip.metadata.generation,
+        },
+        now,
+      )
+    : removeCondition(conditions, ConditionType.validated);
+  const change = statusChanges(eip, {
     ready: true,
     ip: s.ip,
     redo: s.redo,
     nat: natOf(await deps.cluster.listNatRulesForEip(eip.metadata.name)),
-    qosPolicy: s.qos?.name ?? '',
+    qosPolicy: s.qos.applied,
     conditions,
+  });
+  if (!change) return;
+  await deps.cluster.patchEipStatus(eip.metadata.name, change);
+  run.did(`status ${Object.keys(change).join(',')}`);
+  // status.ip is written once per EIP: that is when an EIP has got its address.
+  if (change.ip !== undefined && !eip.status?.ip)
+    deps.metrics.count('Allocations', 1, {
+      subnet: eip.metadata.labels?.[Label.subnet] ?? externalNetworkOf(eip),
+    });
+  const problem = refusal ?? qosProblem;
+  const before = eip.status?.conditions?.find((c) => c.reason === problem?.code && c.status === 'False');
+  if (problem && !before)
+    await deps.cluster.emitEvent(eip, { type: 'Warning', reason: problem.code, message: problem.message });
+}
+
+/** The outcome of a configured EIP that still has a problem (already recorded in its conditions). */
+function rejectedAfterConfiguring(run: Run, eip: IptablesEip, problem: PermanentError): Outcome {
+  run.deps.metrics.count('Rejections', 1, { code: problem.code });
+  run.inv.log.warn('rejected', { code: problem.code, message: problem.message, actions: run.actions });
+  const since = eip.status?.conditions?.find((c) => c.reason === problem.code && c.status === 'False');
+  return {
+    status: 'rejected',
+    eip: eip.metadata.name,
+    code: problem.code,
+    message: problem.message,
+    ...(problem.mayClear && {
+      retryAfterMs: blockedRetryDelay(
+        since?.lastTransitionTime ? Date.parse(since.lastTransitionTime) : undefined,
+        run.deps.clock.now(),
+      ),
+    }),
   };
-  const change = statusChanges(eip, want);
-  if (change) {
-    await deps.cluster.patchEipStatus(eip.metadata.name, change);
-    run.did(`status ${Object.keys(change).join(',')}`);
-    // status.ip is written once per EIP: that is when an EIP has got its address.
-    if (!eip.status?.ip) deps.metrics.count('Allocations', 1, { subnet: externalNetworkOf(eip) });
-  }
 }
 
 // ------------------------------------------------------------------------------------------- deletion
 
 /**
- * The deletion branch (docs/kube-ovn-differences.md#lifecycle-and-deletion): wait while NAT rules use the EIP;
- * remove the address and QoS from the gateway (skipped when the VpcNatGateway itself is gone, retried when only
- * its pod is missing); release the allocation; only then drop the finalizer.
+ * The one gateway clean-up, shared by finalize and delete: takes each address this EIP's uid holds in IPAM off
+ * the gateway where it is configured (its recorded placement; `fallbackGateway` only for an allocation recorded
+ * before placements existed), with its QoS filters. An address the EIP shows but does not hold is never touched:
+ * it belongs to someone else. Skipped for a gateway that no longer exists or while the feature is off (kube-ovn
+ * removes the gateway pods then); retried when only the pod is missing.
+ */
+async function cleanUpGateway(
+  run: Run,
+  held: readonly Allocation[],
+  o: { fallbackGateway: string | undefined; policies: readonly (string | undefined)[] },
+): Promise<void> {
+  const { deps, inv } = run;
+  const policies = [...new Set(o.policies.filter((p): p is string => !!p))];
+  const byGateway = new Map<string, Allocation[]>();
+  for (const a of held) {
+    if (a.family !== 4) continue;
+    const gw = a.placement?.gateway ?? o.fallbackGateway;
+    if (!gw) {
+      inv.log.warn('no gateway known for an address; nothing to clean on a gateway', { address: a.address });
+      continue;
+    }
+    byGateway.set(gw, [...(byGateway.get(gw) ?? []), a]);
+  }
+  if (byGateway.size === 0) return;
+  const feature = await deps.cluster.natGwFeature();
+  if (!feature.enabled) {
+    inv.log.info('vpc nat gateway feature is off; skipping in-pod cleanup', { reason: feature.reason });
+    return;
+  }
+  for (const [gw, addresses] of byGateway) {
+    if (!(await deps.cluster.getVpcNatGateway(gw))) {
+      inv.log.info('vpc nat gateway is gone; skipping in-pod cleanup', { gateway: gw });
+      continue;
+    }
+    const pod = await runningGatewayPod(deps, gw);
+    for (const a of addresses) {
+      let prefix = a.placement?.prefix;
+      if (prefix === undefined) {
+        const subnet = await deps.cluster.getSubnet(a.subnet);
+        const v4 = subnet ? poolsOf(subnet).find((p) => p.family === 4) : undefined;
+        prefix = v4 ? prefixLength(v4) : undefined;
+      }
+      if (prefix === undefined)
+        inv.log.warn('external subnet is gone; cannot build eip-del argument', { address: a.address });
+      else await run.gw(pod, 'eip-del', [`${a.address}/${prefix}`]);
+      for (const p of policies) await removeQos(inv, deps, pod, a.address, p);
+    }
+  }
+}
+
+/**
+ * A terminating EIP: wait while NAT rules use it; clean the gateway where its addresses are; release the
+ * allocations; only then drop the finalizer.
  */
 async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
-  const { deps, inv } = run;
+  const { deps } = run;
   const name = eip.metadata.name;
   const uid = eip.metadata.uid;
   const held = await deps.ipam.findByOwner(uid);
@@ -407,13 +687,12 @@ async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
   const rules = await deps.cluster.listNatRulesForEip(name);
   if (rules.length > 0) {
     const message = `eip "${name}" is still in use by ${rules.map((r) => `${r.kind}/${r.name}`).join(', ')}; deletion waits until they are deleted`;
-    const now = new Date(deps.clock.now()).toISOString();
     const change = statusChanges(eip, {
       nat: natOf(rules),
       conditions: setCondition(
         eip.status?.conditions,
         { type: ConditionType.deleting, status: 'True', reason: 'WaitingForNatRules', message },
-        now,
+        run.now(),
       ),
     });
     if (change) {
@@ -423,33 +702,10 @@ async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
     return { status: 'skipped', eip: name, reason: message };
   }
 
-  // Addresses to take off the gateway: status.ip, and anything IPAM holds for this uid (an add that crashed
-  // after eip-add but before writing status). Never an empty address
-  // (docs/kube-ovn-differences.md#eip-del-never-without-an-address).
-  const v4held = held.filter((a) => a.family === 4).map((a) => a.address);
-  const addresses = [...new Set([eip.status?.ip, ...v4held].filter((a): a is string => !!a))];
-  const policies = [...new Set([eip.status?.qosPolicy, eip.spec.qosPolicy].filter((p): p is string => !!p))];
-  const gwName = eip.spec.natGwDp;
-  if (addresses.length > 0 && gwName) {
-    const gateway = await deps.cluster.getVpcNatGateway(gwName);
-    const feature = await deps.cluster.natGwFeature();
-    if (!gateway) {
-      inv.log.info('vpc nat gateway is gone; skipping in-pod cleanup', { gateway: gwName });
-    } else if (!feature.enabled) {
-      // kube-ovn removes every gateway StatefulSet when the feature is switched off; nothing to clean in a pod.
-      inv.log.info('vpc nat gateway feature is off; skipping in-pod cleanup', { reason: feature.reason });
-    } else {
-      const pod = await runningGatewayPod(deps, gwName);
-      const subnet = await deps.cluster.getSubnet(externalNetworkOf(eip));
-      const v4 = subnet ? poolsOf(subnet).find((p) => p.family === 4) : undefined;
-      for (const address of addresses) {
-        if (v4) await run.gw(pod, 'eip-del', [withPrefix(v4, address)]);
-        else inv.log.warn('external subnet is gone; cannot build eip-del argument', { address });
-        for (const p of policies) await removeQos(inv, deps, pod, address, p);
-      }
-    }
-  }
-
+  await cleanUpGateway(run, held, {
+    fallbackGateway: validName(eip.metadata.labels?.[Label.natGwName]) ?? validName(eip.spec.natGwDp),
+    policies: [eip.status?.qosPolicy, eip.spec.qosPolicy].map(validName),
+  });
   const released = await deps.ipam.releaseByOwner(uid);
   if (released.length) {
     deps.metrics.count('Releases', released.length);
@@ -460,49 +716,57 @@ async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
     return finalizers ? { finalizers } : undefined;
   });
   if (hasOurFinalizer(eip)) run.did('remove finalizer');
-  if (after) inv.log.debug('finalized', { remainingFinalizers: after.metadata.finalizers ?? [] });
+  if (after) run.inv.log.debug('finalized', { remainingFinalizers: after.metadata.finalizers ?? [] });
   return run.outcome(name);
 }
 
 // ------------------------------------------------------------------------------------------- reset
 
 /**
- * Recomputes status.nat from the NAT rules naming the EIP and re-asserts its labels. Unlike kube-ovn's reset it
- * takes the lease and never touches status.ready, so it cannot cancel a pending redo. A terminating EIP waiting
- * for its NAT rules continues its deletion here (a rule going away is what it was waiting for).
+ * Recomputes status.nat from the NAT rules naming the EIP and re-asserts the labels of a configured EIP (from
+ * where its address is recorded). It takes the lease and never touches status.ready, so it cannot cancel a pending
+ * redo. A terminating EIP waiting for its NAT rules continues its deletion here (a rule going away is what it was
+ * waiting for).
  */
-async function reset(inv: Invocation, deps: Deps): Promise<Outcome> {
-  const first = await readEip(inv, deps);
-  if (isOutcome(first)) return first;
-  return withLease(inv, deps, async () => {
-    const eip = await readEip(inv, deps);
-    if (isOutcome(eip)) return eip;
-    const run = new Run(inv, deps);
-    if (eip.metadata.deletionTimestamp) return finalize(run, eip);
-    const after = await updateEipMeta(deps, eip.metadata.name, eip, (e) => {
-      if (!e.status?.ip && !hasOurFinalizer(e)) return undefined; // not ours yet: add will label it
-      const labels = labelChanges(e.metadata.labels, desiredLabels(e));
-      return labels ? { labels } : undefined;
-    });
-    if (!after) return { status: 'skipped', eip: eip.metadata.name, reason: 'deleted while being reset' };
-    if (after.metadata.resourceVersion !== eip.metadata.resourceVersion) run.did('labels');
-    const change = statusChanges(after, {
-      nat: natOf(await deps.cluster.listNatRulesForEip(eip.metadata.name)),
-    });
-    if (change) {
-      await deps.cluster.patchEipStatus(eip.metadata.name, change);
-      run.did(`status nat=${change.nat}`);
+async function reset(run: Run, eip0: IptablesEip): Promise<Outcome> {
+  if (eip0.metadata.deletionTimestamp) return finalize(run, eip0);
+  const name = eip0.metadata.name;
+  const ip = eip0.status?.ip;
+  let eip: IptablesEip | undefined = eip0;
+  if (ip && hasOurFinalizer(eip0)) {
+    const alloc = (await run.deps.ipam.findByOwner(eip0.metadata.uid)).find(
+      (a) => a.family === 4 && a.address === ip,
+    );
+    const placement = alloc?.placement;
+    if (alloc && placement) {
+      const facts: LabelFacts = {
+        subnet: alloc.subnet,
+        gateway: placement.gateway,
+        ip,
+        qos: eip0.status?.qosPolicy,
+      };
+      eip = await updateEipMeta(run.deps, name, eip0, (e) => {
+        const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
+        return labels ? { labels } : undefined;
+      });
+      if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being reset' };
+      if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('labels');
     }
-    return run.outcome(eip.metadata.name);
-  });
+  }
+  const change = statusChanges(eip, { nat: natOf(await run.deps.cluster.listNatRulesForEip(name)) });
+  if (change) {
+    await run.deps.cluster.patchEipStatus(name, change);
+    run.did(`status nat=${change.nat}`);
+  }
+  return run.outcome(name);
 }
 
 // ------------------------------------------------------------------------------------------- delete
 
 /**
- * The object is gone. A real safety net (docs/kube-ovn-differences.md#delete-handler-releases-leftovers): whatever
- * IPAM still holds for the deleted uid (finalizer removed by hand, force delete) is taken off the gateway — using
- * the last snapshot the bridge saw — and released.
+ * The object is gone. A safety net: whatever IPAM still holds for the deleted uid (finalizer removed by hand,
+ * force delete) is taken off the gateway where it is configured, and released. There is no object left to read,
+ * so its lease is taken directly.
  */
 async function remove(inv: Invocation, deps: Deps): Promise<Outcome> {
   const name = inv.event.object.name;
@@ -516,25 +780,10 @@ async function remove(inv: Invocation, deps: Deps): Promise<Outcome> {
   return withLease(inv, deps, async () => {
     const run = new Run(inv, deps);
     const last = inv.event.old;
-    const gwName = last?.spec?.natGwDp;
-    const v4held = held.filter((a) => a.family === 4);
-    if (
-      gwName &&
-      v4held.length > 0 &&
-      (await deps.cluster.getVpcNatGateway(gwName)) &&
-      (await deps.cluster.natGwFeature()).enabled
-    ) {
-      const pod = await runningGatewayPod(deps, gwName);
-      for (const a of v4held) {
-        const subnet = await deps.cluster.getSubnet(a.subnet);
-        const v4 = subnet ? poolsOf(subnet).find((p) => p.family === 4) : undefined;
-        if (v4) await run.gw(pod, 'eip-del', [withPrefix(v4, a.address)]);
-        const policies = [
-          ...new Set([last?.status?.qosPolicy, last?.spec?.qosPolicy].filter((p): p is string => !!p)),
-        ];
-        for (const p of policies) await removeQos(inv, deps, pod, a.address, p);
-      }
-    }
+    await cleanUpGateway(run, held, {
+      fallbackGateway: validName(last?.metadata?.labels?.[Label.natGwName]) ?? validName(last?.spec?.natGwDp),
+      policies: [last?.status?.qosPolicy, last?.spec?.qosPolicy].map(validName),
+    });
     for (const a of held) {
       if (await deps.ipam.release(a.subnet, a.address, uid)) {
         deps.metrics.count('Releases');
@@ -545,9 +794,9 @@ async function remove(inv: Invocation, deps: Deps): Promise<Outcome> {
   });
 }
 
-export const addEip: Operation = guarded(converge);
-export const updateEip: Operation = guarded(converge);
-export const resetEip: Operation = guarded(reset);
-export const deleteEip: Operation = guarded(remove);
+export const addEip: Operation = settle((inv, deps) => underLease(inv, deps, converge));
+export const updateEip: Operation = settle((inv, deps) => underLease(inv, deps, converge));
+export const resetEip: Operation = settle((inv, deps) => underLease(inv, deps, reset));
+export const deleteEip: Operation = settle(remove);
 
 export const operations = { add: addEip, update: updateEip, reset: resetEip, delete: deleteEip } as const;

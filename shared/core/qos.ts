@@ -1,10 +1,16 @@
 /**
- * EIP bandwidth QoS (reference spec §4.7) with the seed's defects fixed: every value that reaches the gateway is
- * validated first (D29: rateMax/burstMax must be decimal numbers), a missing or foreign policy is a clear
- * permanent error instead of a silent no-op (D9), and the unshared check looks at every other EIP (D10).
+ * EIP bandwidth QoS: every value that reaches the gateway is validated first (rates and bursts within what
+ * `tc police` accepts, shared/domain/validation.ts), a missing or foreign policy is an explained rejection instead
+ * of a silent no-op, and the unshared check looks at every other EIP (docs/kube-ovn-differences.md).
  */
-import { DependencyNotReadyError, QoSPolicyError } from '../domain/errors.js';
+import {
+  DependencyMissingError,
+  DependencyNotReadyError,
+  QoSPolicyError,
+  QoSPolicyInUseError,
+} from '../domain/errors.js';
 import { type IptablesEip, Label, type QoSDirection, type QoSPolicy } from '../domain/kube-ovn.js';
+import { assertQosValue } from '../domain/validation.js';
 import type { Deps, GatewayPod } from '../ports.js';
 import { runGateway } from './gateway.js';
 import type { Invocation } from './invocation.js';
@@ -24,16 +30,15 @@ export interface LoadedQos {
   rules: QosRule[];
 }
 
-const DECIMAL = /^\d{1,9}(\.\d{1,6})?$/;
-
 /**
  * Reads and validates a QoSPolicy for binding to an EIP. kube-ovn reads only the policy's status (its QoS
  * controller copies spec there); a policy whose status has not been written yet is "not ready" (retryable).
- * @throws QoSPolicyError for a missing policy, a NATGW policy, or an invalid rule
+ * @throws DependencyMissingError for a missing policy (it may be created later)
+ * @throws QoSPolicyError for a NATGW policy or an invalid rule
  */
 export async function loadQos(deps: Deps, name: string): Promise<LoadedQos> {
   const policy = await deps.cluster.getQosPolicy(name);
-  if (!policy) throw new QoSPolicyError(`qos policy ${name} not found`);
+  if (!policy) throw new DependencyMissingError(`qos policy ${name} not found`, { kind: 'QoSPolicy', name });
   return validateQos(policy);
 }
 
@@ -61,13 +66,7 @@ export function validateQos(policy: QoSPolicy): LoadedQos {
       throw new QoSPolicyError(
         `${where}: direction must be ingress or egress, got ${JSON.stringify(r.direction ?? '')}`,
       );
-    for (const field of ['rateMax', 'burstMax'] as const) {
-      const v = r[field];
-      if (typeof v !== 'string' || !DECIMAL.test(v))
-        throw new QoSPolicyError(
-          `${where}: ${field} must be a decimal number (Mbit), got ${JSON.stringify(v ?? '')}`,
-        );
-    }
+    for (const field of ['rateMax', 'burstMax'] as const) assertQosValue(where, field, r[field]);
     const priority = r.priority ?? 0;
     if (!Number.isInteger(priority) || priority < 0 || priority > 65535)
       throw new QoSPolicyError(
@@ -85,9 +84,10 @@ export function validateQos(policy: QoSPolicy): LoadedQos {
 }
 
 /**
- * An unshared policy may be bound to one EIP only. Others count when they carry the policy's label or have it
- * applied (status.qosPolicy); the label is written before any tc change, so two EIPs racing for one policy see
- * each other and neither gets it silently (both are refused; the user keeps one).
+ * An unshared policy may be bound to one EIP only: another EIP carrying the policy's label holds it. The binder
+ * writes its own label before any tc change and checks after, so two EIPs racing for one policy see each other and
+ * neither gets it silently (both are refused, let go of the label and retry with a backoff).
+ * @throws QoSPolicyInUseError
  */
 export async function assertBindable(deps: Deps, eip: IptablesEip, qos: LoadedQos): Promise<void> {
   if (qos.shared) return;
@@ -95,7 +95,7 @@ export async function assertBindable(deps: Deps, eip: IptablesEip, qos: LoadedQo
     (e) => e.metadata.uid !== eip.metadata.uid,
   );
   if (others.length > 0)
-    throw new QoSPolicyError(
+    throw new QoSPolicyInUseError(
       `not support unshared qos policy ${qos.name} to related to multiple eip (already bound to ${others.map((e) => e.metadata.name).join(', ')})`,
     );
 }

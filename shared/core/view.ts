@@ -5,7 +5,6 @@
 import { createHash } from 'node:crypto';
 import {
   type Condition,
-  externalNetworkOf,
   FINALIZER,
   type GatewayPod,
   type IptablesEip,
@@ -15,21 +14,33 @@ import {
 } from '../domain/kube-ovn.js';
 import type { EipStatusChange, NatRuleRef } from '../ports.js';
 
+/** Where a configured EIP's address is, as its labels show it. */
+export interface LabelFacts {
+  /** The external subnet the address was allocated from. */
+  subnet: string;
+  /** The gateway whose net1 carries it. */
+  gateway: string;
+  ip: string;
+  /** The QoS policy bound to it, if any. */
+  qos?: string;
+}
+
 /**
- * The labels kube-ovn keeps on an EIP. Unlike the seed (D31), an EIP without a QoS policy has no `qos` label at
- * all rather than an empty one; `eip_v4_ip` is set once an address is known.
+ * The labels kube-ovn puts on an EIP once it is configured, with its values: the external subnet, the gateway,
+ * the address and the QoS policy. They are written only after the address is on the gateway (a rejected EIP
+ * carries none, so it neither counts as a used address nor makes a policy look in use), from where the address
+ * really is rather than from the spec; an EIP without a policy has no `qos` label at all rather than an empty one.
  */
-export function desiredLabels(eip: IptablesEip, v4ip?: string): Record<string, string | null> {
-  const ip = v4ip ?? eip.status?.ip ?? '';
+export function desiredLabels(f: LabelFacts): Record<string, string | null> {
   return {
-    [Label.subnet]: externalNetworkOf(eip),
-    [Label.natGwName]: eip.spec.natGwDp ?? '',
-    [Label.qos]: eip.spec.qosPolicy ? eip.spec.qosPolicy : null,
-    ...(ip ? { [Label.eipV4Ip]: ip } : {}),
+    [Label.subnet]: f.subnet,
+    [Label.natGwName]: f.gateway,
+    [Label.eipV4Ip]: f.ip,
+    [Label.qos]: f.qos ? f.qos : null,
   };
 }
 
-/** Only the label keys whose value differs; undefined when nothing changes (never a write with no content, D2). */
+/** Only the label keys whose value differs; undefined when nothing changes (never a write with no content). */
 export function labelChanges(
   current: Record<string, string> | undefined,
   desired: Record<string, string | null>,
@@ -59,7 +70,7 @@ export function hasOurFinalizer(eip: IptablesEip): boolean {
   return (eip.metadata.finalizers ?? []).some((f) => f === FINALIZER || f === LEGACY_FINALIZER);
 }
 
-/** `status.nat`: the kinds of NAT rule naming the EIP, in kube-ovn's order dnat, fip, snat, comma-joined (D16 fix). */
+/** `status.nat`: the kinds of NAT rule naming the EIP, in kube-ovn's order dnat, fip, snat, comma-joined. */
 export function natOf(rules: readonly NatRuleRef[]): string {
   const kinds = new Set(rules.map((r) => r.kind));
   return (['dnat', 'fip', 'snat'] as NatRuleKind[]).filter((k) => kinds.has(k)).join(',');
@@ -68,7 +79,7 @@ export function natOf(rules: readonly NatRuleRef[]): string {
 /**
  * The gateway's redo token: when its vpc-nat-gw container last started (falling back to the pod's creation),
  * in kube-ovn's `YYYY-MM-DDTHH:MM:SS` layout (UTC, no zone). It changes when the pod is re-created *and* when
- * the container restarts, so both trigger a redo (D15).
+ * the container restarts, so both trigger a redo.
  */
 export function redoToken(pod: GatewayPod): string {
   const t = pod.container?.startedAt ?? pod.creationTimestamp;
@@ -86,7 +97,7 @@ export function macFor(uid: string): string {
   );
 }
 
-/** Status fields of `want` that differ from the current status (D18: send only what changes). */
+/** Status fields of `want` that differ from the current status: only what changes is sent. */
 export function statusChanges(eip: IptablesEip, want: EipStatusChange): EipStatusChange | undefined {
   const cur = eip.status ?? {};
   const out: EipStatusChange = {};
@@ -134,9 +145,11 @@ export function removeCondition(conditions: readonly Condition[] | undefined, ty
 
 /** Condition types this product writes on an EIP. kube-ovn's EIP controller writes none. */
 export const ConditionType = {
-  /** True once the address (and QoS) is on the gateway. */
+  /** True while the address is on the gateway (QoS has its own condition). */
   ready: 'Ready',
-  /** False while the spec cannot be served as written (a permanent error); the message says why. */
+  /** Whether the QoS policy named in the spec is applied on the gateway; absent when there is none. */
+  qosApplied: 'QoSApplied',
+  /** False while the spec cannot be served as written (a rejection or a refused change); the message says why. */
   validated: 'Validated',
   /** True while a requested deletion waits (for NAT rules still using the EIP). */
   deleting: 'Deleting',

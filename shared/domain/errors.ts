@@ -22,6 +22,12 @@ export abstract class RetryableError extends EipError {
 
 export abstract class PermanentError extends EipError {
   readonly retryable = false as const;
+  /**
+   * True when what blocks the EIP may go away without the EIP changing (another EIP releases the address, the
+   * missing object is created, the feature is switched on): such a rejection is retried with a capped backoff
+   * (shared/domain/retry.ts). False when only an edit of the EIP or of the object it names can fix it.
+   */
+  readonly mayClear: boolean = false;
 }
 
 // ---- permanent ----
@@ -39,6 +45,7 @@ export class InvalidSpecError extends PermanentError {
 /** A static address is held by another owner. */
 export class AddressConflictError extends PermanentError {
   readonly code = 'AddressConflict';
+  override readonly mayClear = true;
   constructor(
     message: string,
     readonly holderUid?: string,
@@ -56,6 +63,7 @@ export class AddressOutOfRangeError extends PermanentError {
 /** The subnet has no free address left. */
 export class NoAvailableAddressError extends PermanentError {
   readonly code = 'NoAvailableAddress';
+  override readonly mayClear = true;
 }
 
 /** A change the product refuses: a new v4ip, natGwDp or externalSubnet on an EIP that already has an address. */
@@ -63,17 +71,53 @@ export class UnsupportedChangeError extends PermanentError {
   readonly code = 'UnsupportedChange';
 }
 
-/** A QoS policy that cannot be bound (unshared policy already bound elsewhere, bad rule values). */
+/** A QoS policy that cannot be bound as it is written (a NATGW policy, bad rule values). */
 export class QoSPolicyError extends PermanentError {
   readonly code = 'QoSPolicyInvalid';
 }
 
-// ---- retryable ----
-
-/** The VPC NAT gateway feature is not enabled (ConfigMaps); retried until an operator enables it. */
-export class NatGwDisabledError extends RetryableError {
-  readonly code = 'NatGwDisabled';
+/** An unshared QoS policy already bound to another EIP; clears when that EIP lets go of it. */
+export class QoSPolicyInUseError extends PermanentError {
+  readonly code = 'QoSPolicyInUse';
+  override readonly mayClear = true;
 }
+
+/** An object the EIP names (its external subnet, its gateway, its QoS policy) does not exist yet. */
+export class DependencyMissingError extends PermanentError {
+  readonly code = 'DependencyMissing';
+  override readonly mayClear = true;
+  constructor(
+    message: string,
+    readonly dependency: { kind: 'Subnet' | 'VpcNatGateway' | 'QoSPolicy'; name: string },
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The VPC NAT gateway feature is not enabled (ConfigMaps); the EIP waits, not Ready, until it is. */
+export class NatGwDisabledError extends PermanentError {
+  readonly code = 'NatGwDisabled';
+  override readonly mayClear = true;
+}
+
+/**
+ * nat-gateway.sh ran and refused a value (its tool printed why and exited non-zero): running it again with the
+ * same value cannot succeed.
+ */
+export class GatewayRefusedError extends PermanentError {
+  readonly code = 'GatewayRefused';
+  constructor(
+    message: string,
+    readonly exitCode: number | undefined,
+    readonly stderr: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+// ---- retryable ----
 
 /** The gateway pod is missing, not Running, or ambiguous. */
 export class GatewayNotReadyError extends RetryableError {

@@ -202,28 +202,12 @@ export interface GatewayPod {
   addresses?: Record<string, string>;
 }
 
-/** The pod's own addresses by attached network, from `<network>.<namespace>.kubernetes.io/ip_address` annotations. */
-export function podNetworkAddresses(
-  namespace: string,
-  annotations: Record<string, string> | undefined,
-): Record<string, string> {
-  const suffix = `.${namespace}.kubernetes.io/ip_address`;
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(annotations ?? {})) {
-    if (k.endsWith(suffix) && k.length > suffix.length && v)
-      out[k.slice(0, -suffix.length)] = v.split(',')[0]!.trim();
-  }
-  return out;
-}
+// The gateway pod's identity and annotations live in gateway-pod.ts; re-exported for existing importers.
+export { gatewayPodName, podNetworkAddresses } from './gateway-pod.js';
 
 /** `spec.externalSubnet` as kube-ovn resolves it (util.GetExternalNetwork). */
 export function externalNetworkOf(eip: Pick<IptablesEip, 'spec'>): string {
   return eip.spec.externalSubnet || DEFAULT_EXTERNAL_SUBNET;
-}
-
-/** Name of the gateway pod kube-ovn's StatefulSet keeps for a VpcNatGateway. */
-export function gatewayPodName(gw: string): string {
-  return `vpc-nat-gw-${gw}-0`;
 }
 
 /**

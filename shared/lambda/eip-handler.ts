@@ -1,17 +1,17 @@
 /**
- * The one middy chain all four handlers share: parse and validate the event, give the operation a logger that
- * carries the event's correlation fields, enforce the error policy, and abort early enough before Lambda's
- * deadline that the lease and any exec can be abandoned cleanly.
+ * The edge: the one middy chain all four handlers share. It parses and validates the event (an invalid one
+ * resolves at once as a `rejected` outcome), gives the operation a logger that carries the event's correlation
+ * fields, and aborts early enough before Lambda's deadline that the lease and any exec can be abandoned cleanly.
  *
- * Error policy (ADR 0004): a permanent error resolves (a `rejected` outcome; the core has already recorded it on
- * the EIP) so Lambda does not retry it; anything else is rethrown so Lambda retries and the on-failure
- * destination keeps what never succeeds.
+ * Error policy (ADR 0004): the operations resolve every permanent error themselves, as a recorded `rejected`
+ * outcome, in one place (`settle` in shared/core/operations.ts); whatever reaches `onError` is rethrown so Lambda
+ * retries and the on-failure destination keeps what never succeeds.
  */
 import middy, { type MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
-import { operations } from '../core/operations.js';
+import { invalidEvent, operations } from '../core/operations.js';
 import type { Outcome } from '../core/outcome.js';
-import { DeadlineError, EipError, InvalidEventError, PermanentError } from '../domain/errors.js';
+import { DeadlineError, EipError, InvalidEventError } from '../domain/errors.js';
 import { type EipEvent, type HandlerName, parseEipEvent } from '../events.js';
 import type { Deps } from '../ports.js';
 
@@ -24,16 +24,32 @@ export interface EipHandlerOptions {
 
 type Internal = { started: number; deps?: Deps };
 
-/** `request.event` goes in as unknown and leaves as a validated EipEvent naming this handler. */
-function parseEvent(handler: HandlerName): MiddlewareObj<EipEvent, Outcome, Error, Context> {
+/**
+ * `request.event` goes in as unknown and leaves as a validated EipEvent naming this handler; an invalid event
+ * ends the invocation here with a `rejected` outcome (retrying it cannot help).
+ */
+function parseEvent(
+  handler: HandlerName,
+  getDeps: () => Promise<Deps>,
+): MiddlewareObj<EipEvent, Outcome, Error, Context> {
   return {
-    before: (request) => {
-      const event = parseEipEvent(request.event);
-      if (event.handler !== handler)
-        throw new InvalidEventError(
-          `invalid event: handler is "${event.handler}" but this is the ${handler} handler`,
-        );
-      request.event = event;
+    before: async (request) => {
+      try {
+        const event = parseEipEvent(request.event);
+        if (event.handler !== handler)
+          throw new InvalidEventError(
+            `invalid event: handler is "${event.handler}" but this is the ${handler} handler`,
+          );
+        request.event = event;
+      } catch (error) {
+        if (!(error instanceof InvalidEventError)) throw error;
+        const deps = await getDeps().catch(() => undefined);
+        deps?.log.warn('event rejected', { handler, code: error.code, message: error.message });
+        deps?.metrics.count('Outcomes', 1, { handler, status: 'rejected' });
+        const name = (request.event as Partial<EipEvent> | undefined)?.object?.name;
+        return invalidEvent(typeof name === 'string' ? name : '', error);
+      }
+      return undefined;
     },
   };
 }
@@ -47,13 +63,6 @@ function errorPolicy(
       const error = request.error;
       const deps = await getDeps().catch(() => undefined);
       const name = (request.event as Partial<EipEvent> | undefined)?.object?.name ?? '';
-      if (error instanceof PermanentError) {
-        // Only InvalidEventError reaches here as permanent: the core turns the others into outcomes itself.
-        deps?.log.warn('event rejected', { handler, code: error.code, message: error.message });
-        deps?.metrics.count('Outcomes', 1, { handler, status: 'rejected' });
-        request.response = { status: 'rejected', eip: name, code: error.code, message: error.message };
-        return;
-      }
       deps?.metrics.count('Outcomes', 1, { handler, status: 'retry' });
       deps?.log.error('will be retried', {
         handler,
@@ -87,7 +96,7 @@ export function eipHandler(
       );
     },
   })
-    .use(parseEvent(handler))
+    .use(parseEvent(handler, getDeps))
     .use(errorPolicy(handler, getDeps))
     .handler(async (event, context, { signal }) => {
       const deps = await getDeps();

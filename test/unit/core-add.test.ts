@@ -1,10 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  GatewayCommandError,
-  GatewayNotReadyError,
-  LeaseHeldError,
-  NatGwDisabledError,
-} from '../../shared/domain/errors.js';
+import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../../shared/domain/errors.js';
 import { FINALIZER, Label, LEGACY_FINALIZER } from '../../shared/domain/kube-ovn.js';
 import { world } from '../support/world.js';
 
@@ -172,12 +167,24 @@ describe('add', () => {
     expect(w.net1()).not.toContain('172.18.0.2/24');
   });
 
-  it('throws a retryable error and allocates nothing while the NAT gateway feature is off', async () => {
+  it('waits, not Ready and with nothing allocated or labelled, while the NAT gateway feature is off, and asks to be retried', async () => {
     const w = world();
     w.cluster.enableNatGw(false);
     w.eip('eip-a');
-    await expect(w.run('add', 'eip-a')).rejects.toBeInstanceOf(NatGwDisabledError);
+    expect(await w.run('add', 'eip-a')).toMatchObject({
+      status: 'rejected',
+      code: 'NatGwDisabled',
+      retryAfterMs: 1_000,
+    });
     expect(w.ipam.allocations.size).toBe(0);
+    const eip = w.get('eip-a')!;
+    expect(eip.metadata.labels ?? {}).toEqual({});
+    expect(eip.status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'NatGwDisabled',
+    });
+    w.cluster.enableNatGw(true);
+    expect(await w.run('update', 'eip-a', 'resync')).toMatchObject({ status: 'applied', ip: '172.18.0.2' });
   });
 
   it('throws a retryable error when the gateway pod is not Running, keeping the finalizer and the allocation', async () => {

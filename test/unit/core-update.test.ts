@@ -308,7 +308,7 @@ describe('update: metadata and status writes', () => {
     const statusWrites = w.cluster.writes
       .filter((x) => x.method === 'patchEipStatus')
       .map((x) => Object.keys(x.body as object));
-    expect(statusWrites).toEqual([['qosPolicy']]);
+    expect(statusWrites).toEqual([['qosPolicy', 'conditions']]);
     const labelWrites = w.cluster.writes.filter((x) => x.method === 'updateEip').map((x) => x.body);
     expect(labelWrites).toEqual([{ labels: { [Label.qos]: 'q' } }]);
     w.cluster.writes.length = 0;
@@ -322,7 +322,7 @@ describe('update: metadata and status writes', () => {
     w.ipam.allocations.clear(); // e.g. migrating from kube-ovn's in-memory IPAM
     expect(await w.run('update', 'eip-a', 'resync')).toMatchObject({
       status: 'applied',
-      actions: ['adopt 172.18.0.2'],
+      actions: ['adopt 172.18.0.2', 'place 172.18.0.2 on gw1'],
     });
     expect((await w.ipam.findByOwner(w.get('eip-a')!.metadata.uid)).map((a) => a.address)).toEqual([
       '172.18.0.2',

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
-import { DeadlineError, NatGwDisabledError } from '../../shared/domain/errors.js';
+import { DeadlineError, GatewayNotReadyError } from '../../shared/domain/errors.js';
 import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import { world } from '../support/world.js';
@@ -82,11 +82,11 @@ describe('the error policy', () => {
 
   it('rethrows a retryable error so Lambda retries it', async () => {
     const w = world();
-    w.cluster.enableNatGw(false);
+    w.pod().phase = 'Pending';
     w.eip('demo-eip');
     const event = JSON.parse(readFileSync(join(dir, 'add.json'), 'utf8'));
     await expect(eipHandler('add', async () => w.deps)(event, {} as Context)).rejects.toBeInstanceOf(
-      NatGwDisabledError,
+      GatewayNotReadyError,
     );
     expect(w.metrics.counts.get('Outcomes{handler=add,status=retry}')).toBe(1);
   });

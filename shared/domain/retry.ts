@@ -1,0 +1,16 @@
+/**
+ * When a rejected EIP is tried again. A rejection whose blocker may clear by itself — an address held by another
+ * EIP, a full subnet, a missing subnet, gateway or QoS policy, an unshared policy bound elsewhere, the NAT gateway
+ * feature switched off — is retried with a backoff that doubles from one second and is capped at 20 seconds (as
+ * kube-ovn's work queue does for a failed key). The delay is derived from how long the EIP has been blocked (the
+ * lastTransitionTime of its condition), so no attempt counter has to be stored anywhere: waiting as long again as
+ * it has already waited doubles the delay at every attempt. See docs/adr/0016-blocked-eips-retry.md.
+ */
+export const BLOCKED_RETRY_MIN_MS = 1_000;
+export const BLOCKED_RETRY_MAX_MS = 20_000;
+
+/** The delay before the next attempt for an EIP blocked since `sinceMs` (epoch ms; undefined = just now). */
+export function blockedRetryDelay(sinceMs: number | undefined, nowMs: number): number {
+  const waited = sinceMs === undefined || !Number.isFinite(sinceMs) ? 0 : Math.max(0, nowMs - sinceMs);
+  return Math.min(BLOCKED_RETRY_MAX_MS, Math.max(BLOCKED_RETRY_MIN_MS, waited));
+}
