@@ -23,6 +23,13 @@ export const REASONS = [
   'deleted',
   'resync',
   'manual',
+  // A rejected EIP tried again after its backoff, because what blocks it may have cleared (ADR 0016).
+  'blocked-retry',
+  // Something a waiting EIP depends on changed: an address released, a QoS policy created, changed or let go of,
+  // its subnet or gateway created (the bridge's re-routing, ADR 0016).
+  'dependency-changed',
+  // The nat-gw ConfigMaps that switch the feature on or off changed (every EIP is sent).
+  'feature-changed',
 ] as const;
 export type Reason = (typeof REASONS)[number];
 
