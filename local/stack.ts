@@ -9,6 +9,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ApiException, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
 import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { buildDeps } from '../shared/adapters/live.js';
+import { auditDepsOf, startDriftRepair } from '../shared/audit/live.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
 import { loadConfig } from '../shared/config/config.js';
 import { jsonLogger, type Level } from '../shared/observability/log.js';
@@ -38,6 +39,8 @@ export interface LocalStackOptions {
   retryBackoffMs?: number;
   /** Bridge resync period. */
   resyncMs?: number;
+  /** Period of the gateway drift check and repair (shared/audit); default the resync period (10 min); 0 = off. */
+  driftRepairMs?: number;
   /** Health server port of the bridge (0 = ephemeral, undefined = none). */
   healthPort?: number;
   logLevel?: Level;
@@ -130,6 +133,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(() => bridge.drain(10_000));
     await bridge.ready();
+    // The drift check runs beside the bridge's resync, on the same period (docs/adr/0039-drift-repair.md).
+    const drift = startDriftRepair(
+      auditDepsOf(config, deps, { kubeConfig, dynamo: client }),
+      options.driftRepairMs ?? options.resyncMs ?? 600_000,
+    );
+    stops.push(() => drift.stop());
     say(
       `bridge: watching kubeovn.io/v1 EIPs, NAT rules, QoS policies and gateway pods in ${NAMESPACE}${bridge.healthUrl ? `; health at ${bridge.healthUrl}` : ''}`,
     );

@@ -1,10 +1,29 @@
 // Scheduled garbage collection of allocations whose EIP (or gateway pod) is gone: wiring only (shared/core/gc.ts).
+// Then the hourly drift check of every gateway, repairing what is safe (shared/audit, docs/adr/0039-drift-repair.md).
 import { liveDeps } from '../../shared/adapters/live.js';
+import { auditAndRepair, auditDepsOf } from '../../shared/audit/live.js';
+import { loadConfig } from '../../shared/config/config.js';
 import { collectGarbage, isGarbageCollector } from '../../shared/core/gc.js';
 
-export const handler = async (): Promise<{ scanned: number; orphans: number; released: number }> => {
+export const handler = async (): Promise<{
+  scanned: number;
+  orphans: number;
+  released: number;
+  drift: number | string;
+  repaired: number;
+}> => {
   const deps = await liveDeps();
   if (!isGarbageCollector(deps.ipam)) throw new Error('the configured IPAM cannot collect garbage');
   const report = await collectGarbage(deps, deps.ipam);
-  return { scanned: report.scanned, orphans: report.orphans.length, released: report.released.length };
+  const gc = { scanned: report.scanned, orphans: report.orphans.length, released: report.released.length };
+  if (process.env.DRIFT_REPAIR === 'off') return { ...gc, drift: 'off', repaired: 0 };
+  try {
+    const d = await auditAndRepair(auditDepsOf(loadConfig(process.env), deps));
+    return { ...gc, drift: d.drift.length, repaired: d.actions.filter((a) => a.result === 'done').length };
+  } catch (e) {
+    // Collection succeeded; a failed drift check must not hide that (it is logged and counted, and runs next hour).
+    deps.log.error('drift check failed', { error: String(e) });
+    deps.metrics.count('DriftCheckFailures', 1);
+    return { ...gc, drift: `failed: ${(e as Error).message}`, repaired: 0 };
+  }
 };

@@ -24,6 +24,9 @@ import { Store, type StoreOptions } from './store.js';
 
 type Item = Record<string, AttributeValue>;
 
+/** An address item's sort key (not a marker, cursor or any other item kept in a pool's partition). */
+const ADDRESS_SK = /^A#[0-9a-f]+$/;
+
 /** Sighting items outlive their last write by this long, then the TTL sweep may take them. */
 const SIGHTING_TTL_SEC = 7 * 24 * 3600;
 
@@ -51,7 +54,7 @@ export function createDynamoAuditStore(options: StoreOptions): AuditStore {
           if (it.sk?.S === LEASE_SK) {
             if (it.leaseKey?.S && it.holder?.S && it.expiresAt?.N)
               leases.push({ key: it.leaseKey.S, holder: it.holder.S, expiresAt: Number(it.expiresAt.N) });
-          } else if (it.ownerUid?.S && it.address?.S && it.subnet?.S) {
+          } else if (it.ownerUid?.S && it.address?.S && it.subnet?.S && ADDRESS_SK.test(it.sk?.S ?? '')) {
             allocations.push(toAllocation(it));
           }
         }
