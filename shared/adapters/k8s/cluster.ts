@@ -154,6 +154,9 @@ const defaultLog: Pick<Logger, 'warn'> = {
   warn: (message, fields) => console.warn(JSON.stringify({ level: 'warn', message, ...fields })),
 };
 
+/** The field manager of every EIP write (managedFields); the bridge tells other writers apart by it. */
+export const FIELD_MANAGER = 'eip-lambdas';
+
 export function createK8sCluster(options: K8sClusterOptions): Cluster {
   return new K8sCluster(options);
 }
@@ -285,7 +288,7 @@ class K8sCluster implements Cluster {
     ];
     try {
       const updated = (await this.custom.patchClusterCustomObject(
-        { group: GROUP, version: VERSION, plural: Plural.eip, name, body },
+        { group: GROUP, version: VERSION, plural: Plural.eip, name, body, fieldManager: FIELD_MANAGER },
         setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
       )) as IptablesEip;
       this.remember(updated);
@@ -308,7 +311,14 @@ class K8sCluster implements Cluster {
     if (Object.keys(status).length === 0) return this.getEip(name);
     try {
       const updated = (await this.custom.patchClusterCustomObjectStatus(
-        { group: GROUP, version: VERSION, plural: Plural.eip, name, body: { status } },
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: Plural.eip,
+          name,
+          body: { status },
+          fieldManager: FIELD_MANAGER,
+        },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       )) as IptablesEip;
       this.remember(updated);
