@@ -1,0 +1,175 @@
+/**
+ * Gateway drift on the running local stack, injected from outside as an operator (or an accident) would: kubectl exec
+ * into the gateway to delete an address or add a stray one, an allocation item deleted in dynalite. The stack's own
+ * drift check (beside the bridge's resync) repairs what is safe by itself; `npm run audit` (scripts/audit.ts as a
+ * child process, target from the stack file) reports, explains and repairs on demand, with its exit codes.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeleteItemCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubectl } from '../../local/kube-api/testing.js';
+import { type LocalStack, startLocalStack } from '../../local/stack.js';
+import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
+import { addressSk, poolPk } from '../../shared/adapters/dynamo/layout.js';
+import { parseAddress } from '../../shared/domain/addressing.js';
+import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { memoryLogger } from '../../shared/observability/log.js';
+import { eventuallyValue } from '../support/eventually.js';
+import { kubectlOrSkip } from '../support/kubectl.js';
+
+const { skip } = kubectlOrSkip();
+const root = join(import.meta.dirname, '../..');
+const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
+const NS = 'kube-system';
+const POD = 'vpc-nat-gw-gw1-0';
+const SUBNET = 'ovn-vpc-external-network';
+
+let stack: LocalStack;
+let dir: string;
+let stackFile: string;
+let client: DynamoDBClient;
+let custom: CustomObjectsApi;
+
+/** Runs `npm run audit -- args` against the stack file; never rejects. */
+function audit(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '', HOME: dir };
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [tsx, join(root, 'scripts/audit.ts'), '--stack', stackFile, ...args],
+      { cwd: root, env, timeout: 120_000 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+const gw = (...argv: string[]) =>
+  kubectl(stack.api, 'exec', '-n', NS, POD, '-c', 'vpc-nat-gw', '--', ...argv);
+const net1 = async () => (await gw('ip', '-o', 'addr', 'show', 'dev', 'net1')).stdout;
+const demo = async () =>
+  (await custom.getClusterCustomObject({
+    group: 'kubeovn.io',
+    version: 'v1',
+    plural: 'iptables-eips',
+    name: 'demo-eip',
+  })) as IptablesEip;
+
+describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () => {
+  let ip: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'eip-drift-'));
+    stackFile = join(dir, 'stack.json');
+    stack = await startLocalStack({
+      kubeconfig: join(dir, 'kubeconfig'),
+      stackFile,
+      log: memoryLogger('warn'),
+      say: () => {},
+      driftRepairMs: 1000,
+    });
+    const kc = new KubeConfig();
+    kc.loadFromFile(stack.kubeconfig);
+    custom = kc.makeApiClient(CustomObjectsApi);
+    client = new DynamoDBClient({
+      endpoint: stack.dynamodbEndpoint,
+      region: 'local',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    });
+    ip = await eventuallyValue(async () => {
+      const e = await demo().catch(() => undefined);
+      return e?.status?.ready ? e.status.ip : undefined;
+    }, 60_000);
+  }, 90_000);
+
+  afterAll(async () => {
+    client?.destroy();
+    await stack?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a clean stack audits clean (exit 0); --help exits 0; bad usage exits 2', async () => {
+    const clean = await audit();
+    expect(clean.code, clean.stderr).toBe(0);
+    expect(clean.stdout).toMatch(
+      /^clean: 1 EIPs, 2 allocations, \d+ leases, 1 gateways read \(gw1: 2 addresses, 2 tc filters\); no drift/,
+    );
+    expect(clean.stderr).toMatch(/read gateway gw1/);
+    const help = await audit('--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/exit status: 0 no drift/);
+    const bad = await audit('--dry-run');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--dry-run only goes with --repair/);
+  }, 120_000);
+
+  it('an address deleted inside the gateway is put back by the stack itself', async () => {
+    expect(await net1()).toContain(`inet ${ip}/24`);
+    const del = await gw('ip', 'addr', 'del', `${ip}/24`, 'dev', 'net1');
+    expect(del.code, del.stderr).toBe(0);
+    expect(await net1()).not.toContain(`inet ${ip}/24`);
+    // Nothing in Kubernetes changed, so no event reaches a handler: only the drift check can notice.
+    await eventuallyValue(async () => (await net1()).includes(`inet ${ip}/24`), 30_000, 200);
+    expect((await demo()).status?.ready).toBe(true);
+  }, 60_000);
+
+  it('an allocation deleted in dynalite is taken back for its EIP by the stack itself', async () => {
+    const p = parseAddress(ip)!;
+    await client.send(
+      new DeleteItemCommand({
+        TableName: stack.tableName,
+        Key: { pk: { S: poolPk(SUBNET, 4) }, sk: { S: addressSk(4, p.value) } },
+      }),
+    );
+    const ipam = createDynamoIpam({ client, tableName: stack.tableName });
+    const uid = (await demo()).metadata.uid;
+    expect(await ipam.findByOwner(uid)).toEqual([]);
+    const back = await eventuallyValue(async () => (await ipam.findByOwner(uid))[0], 30_000, 200);
+    expect(back.address).toBe(ip);
+  }, 60_000);
+
+  it('a stray address: reported (exit 1, --json), kept by a dry run and inside the grace period, removed with --grace 0s', async () => {
+    const add = await gw('ip', 'addr', 'add', '172.18.0.150/24', 'dev', 'net1');
+    expect(add.code, add.stderr).toBe(0);
+
+    const found = await audit('--json');
+    expect(found.code, found.stderr).toBe(1);
+    const { report } = JSON.parse(found.stdout) as {
+      report: { drift: { kind: string; address?: string }[] };
+    };
+    expect(report.drift).toEqual([
+      expect.objectContaining({
+        kind: 'orphan-address',
+        address: '172.18.0.150',
+        gateway: 'gw1',
+        prefix: 24,
+      }),
+    ]);
+
+    const text = await audit('--repair', '--dry-run');
+    expect(text.code).toBe(1);
+    expect(text.stdout).toMatch(
+      /orphan-address: 172\.18\.0\.150\/24 is on gateway gw1 but no allocation claims it/,
+    );
+    expect(text.stdout).toMatch(
+      /means: an address is configured on a gateway net1 but no allocation claims it/,
+    );
+    expect(text.stdout).toMatch(/waiting: remove — orphan-address 172\.18\.0\.150\/24 on gw1/);
+    expect(await net1()).toContain('inet 172.18.0.150/24');
+
+    const fixed = await audit('--repair', '--grace', '0s');
+    expect(fixed.code, fixed.stdout + fixed.stderr).toBe(0);
+    expect(fixed.stdout).toMatch(
+      /done: remove \(eip-del, QoS deletions\) — orphan-address 172\.18\.0\.150\/24 on gw1/,
+    );
+    expect(fixed.stdout).toMatch(/after repair:\nclean: /);
+    expect(await net1()).not.toContain('172.18.0.150');
+    expect(await net1()).toContain(`inet ${ip}/24`);
+  }, 180_000);
+});
