@@ -101,6 +101,27 @@ export class MemoryCluster implements Cluster {
     return clone(e);
   }
 
+  /** Changes an EIP's labels as a user would (kubectl label); `null` removes a key. */
+  editEipLabels(name: string, labels: Record<string, string | null>): IptablesEip {
+    const e = this.mustEip(name);
+    const next = { ...(e.metadata.labels ?? {}) };
+    for (const [k, v] of Object.entries(labels)) {
+      if (v === null) delete next[k];
+      else next[k] = v;
+    }
+    e.metadata.labels = next;
+    e.metadata.resourceVersion = this.nextResourceVersion();
+    return clone(e);
+  }
+
+  /** Writes status fields as another writer would (kubectl edit --subresource=status). */
+  putEipStatus(name: string, status: NonNullable<IptablesEip['status']>): IptablesEip {
+    const e = this.mustEip(name);
+    e.status = { ...(e.status ?? {}), ...clone(status) };
+    e.metadata.resourceVersion = this.nextResourceVersion();
+    return clone(e);
+  }
+
   /** Asks the API to delete an EIP: with finalizers it only gets a deletionTimestamp. Returns whether it is gone. */
   deleteEip(name: string, at = new Date().toISOString()): boolean {
     const e = this.eips.get(name);
