@@ -179,11 +179,31 @@ function parseDetail(d: unknown, path: string): EipEvent {
 }
 
 /**
+ * The largest event accepted, serialised as JSON: 256 KiB, what EventBridge and Lambda's asynchronous invocation
+ * take. The bridge's events are a few KB; anything larger is refused before a field is read (events/schema.json).
+ */
+export const MAX_EVENT_BYTES = 256 * 1024;
+
+function sizeOf(input: unknown): number {
+  try {
+    return Buffer.byteLength(JSON.stringify(input) ?? '', 'utf8');
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
+/**
  * Accepts an EventBridge envelope or a bare detail; returns the detail.
  * @throws InvalidEventError naming the offending field
  */
 export function parseEipEvent(input: unknown): EipEvent {
   if (!isObj(input)) fail('event', 'must be a JSON object');
+  const bytes = sizeOf(input);
+  if (bytes > MAX_EVENT_BYTES)
+    fail(
+      'event',
+      `is ${bytes === Infinity ? 'not serialisable' : `${bytes} bytes`}; at most ${MAX_EVENT_BYTES} are accepted`,
+    );
   if ('detail' in input || 'detail-type' in input || 'source' in input) {
     if (input.source !== EVENT_SOURCE) fail('source', `must be "${EVENT_SOURCE}"`);
     const event = parseDetail(input.detail, 'detail');
