@@ -367,7 +367,7 @@ async function repairOrphans(
           target,
           action: 'remove',
           result: 'waiting',
-          detail: `first seen ${ago(now - since)} ago; removed once seen again after ${ago(since + o.grace - now)} (grace ${ago(o.grace)})`,
+          detail: `first seen ${ago(now - since)} ago, grace ${ago(o.grace)}: removable by an audit ${ago(since + o.grace - now)} from now or later`,
         });
         continue;
       }
