@@ -22,6 +22,7 @@ export interface Suite {
 const suites: Record<string, () => Promise<Suite>> = {
   ipam: async () => (await import('./ipam.js')).suite,
   lambda: async () => (await import('./lambda.js')).suite,
+  memory: async () => (await import('./memory.js')).suite,
 };
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -2,8 +2,36 @@
  * dynalite in-process: the local stack's DynamoDB. In memory by default; `dataDir` keeps the data on disk
  * (LevelDB) across restarts. Listens on 127.0.0.1, on an ephemeral port unless `port` is given.
  */
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import dynalite from 'dynalite';
+
+/**
+ * dynalite 4 reads through Readable streams over abstract-level iterators and, on destroy, closes the iterator
+ * only if it has a `return()` method — which abstract-level 3 iterators do not have. Every Query and Scan thus
+ * left an open iterator registered with the database (in memory and on disk alike): the stack's memory grew with
+ * every resync. Giving the iterators that method (closing them) lets each stream release its iterator. Resolved
+ * from dynalite's own location, so this patches the copy dynalite uses.
+ */
+function closeIteratorsOnReturn(): void {
+  const level = createRequire(createRequire(import.meta.url).resolve('dynalite'))('abstract-level') as {
+    AbstractValueIterator: { prototype: object };
+  };
+  const common = Object.getPrototypeOf(level.AbstractValueIterator.prototype) as {
+    return?: unknown;
+    close(): Promise<void>;
+  };
+  if (typeof common.return === 'function') return;
+  Object.defineProperty(common, 'return', {
+    configurable: true,
+    writable: true,
+    value: async function (this: { close(): Promise<void> }) {
+      await this.close();
+      return { done: true, value: undefined };
+    },
+  });
+}
+closeIteratorsOnReturn();
 
 export interface LocalDynamo {
   /** http://127.0.0.1:<port>, for `new DynamoDBClient({ endpoint })` or AWS_ENDPOINT_URL_DYNAMODB. */
