@@ -194,7 +194,10 @@ export function routeGatewayPod(
   const pod = change.object;
   const out: EipEvent[] = [];
   for (const eip of eips) {
-    if (field(eip, 'spec', 'natGwDp') !== gateway) continue;
+    // A configured EIP's address is on the gateway its label names (the core keeps the label equal to where the
+    // address is recorded, even while a natGwDp change is refused); the spec matters only before that.
+    const on = eip.metadata?.labels?.['ovn.kubernetes.io/vpc-nat-gw-name'];
+    if (field(eip, 'spec', 'natGwDp') !== gateway && on !== gateway) continue;
     const restarted = field(eip, 'status', 'ip') !== '';
     if (!restarted && isTerminating(eip)) continue;
     const reason: Reason = restarted ? 'gateway-restarted' : 'gateway-ready';
