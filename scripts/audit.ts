@@ -38,6 +38,8 @@ exit status: 0 no drift (after --repair: none left), 1 drift, 2 usage error, 3 t
 const REPAIR_TEXT: Record<string, string> = {
   redo: "repair: the core's update re-adds it on the gateway (eip-add, then QoS) and rewrites status",
   resync: "repair: the core's update rewrites labels and status from the allocation (adopting it if needed)",
+  'restore-status':
+    "repair: status.ip is set back to the EIP's allocation, then the core's update configures it",
   'remove-orphan':
     'repair: removed from the gateway (eip-del and QoS deletions) once older than the grace period',
   release: 'repair: released by the garbage collector once it confirms the owner is gone',

@@ -214,9 +214,10 @@ export async function repairDrift(
   // EIPs: one core update each (the strongest reason wins: a redo re-adds the address and its QoS).
   const perEip = new Map<string, { uid: string; reason: Reason; drift: Drift[] }>();
   for (const d of report.drift) {
-    if ((d.repair !== 'redo' && d.repair !== 'resync') || !d.eip || !d.uid) continue;
+    if ((d.repair !== 'redo' && d.repair !== 'resync' && d.repair !== 'restore-status') || !d.eip || !d.uid)
+      continue;
     const cur = perEip.get(d.eip) ?? { uid: d.uid, reason: 'manual' as Reason, drift: [] };
-    if (d.repair === 'redo') cur.reason = 'gateway-restarted';
+    if (d.repair !== 'resync') cur.reason = 'gateway-restarted';
     cur.drift.push(d);
     perEip.set(d.eip, cur);
   }
@@ -236,6 +237,8 @@ export async function repairDrift(
     }
     const inv = invocation(deps, name, uid, reason);
     try {
+      const restore = drift.find((d) => d.repair === 'restore-status');
+      if (restore) await restoreStatusIp(deps, inv, restore);
       const outcome = await updateEip(inv, deps);
       note({
         kind: main.kind,
@@ -422,6 +425,19 @@ function invocation(deps: Deps, name: string, uid: string, reason: Reason): Invo
     deadline: now + 60_000,
     log: deps.log.child({ eip: name, audit: true }),
   };
+}
+
+/**
+ * status.ip back to the address the allocation holds, only if the EIP still shows the wrong one read by the audit;
+ * the update that follows (as after a gateway restart) configures that address and rewrites labels and status.
+ */
+async function restoreStatusIp(deps: Deps, inv: Invocation, d: Drift): Promise<void> {
+  await withLease(inv, deps, async () => {
+    const eip = await deps.cluster.getEip(d.eip!);
+    if (!eip || eip.metadata.uid !== d.uid || eip.metadata.deletionTimestamp || eip.status?.ip !== d.address)
+      return;
+    await deps.cluster.patchEipStatus(eip.metadata.name, { ip: d.allocated! });
+  });
 }
 
 /** Ready=false with a condition saying why; the core's next update treats it as a redo request. */

@@ -3,7 +3,6 @@
  * repair the scheduled gc function and the local stack run (docs/adr/0039-drift-repair.md).
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { createDynamoAuditStore } from '../adapters/dynamo/audit.js';
 import { createK8sInspector } from '../adapters/k8s/inspect.js';
 import { dynamoClientOf, kubeConfigOf } from '../adapters/live.js';
@@ -15,7 +14,10 @@ import type { Drift } from './model.js';
 export function auditDepsOf(
   config: Config,
   deps: Deps,
-  options: { kubeConfig?: KubeConfig; dynamo?: DynamoDBClient } = {},
+  options: {
+    kubeConfig?: Parameters<typeof createK8sInspector>[0]['kubeConfig'];
+    dynamo?: DynamoDBClient;
+  } = {},
 ): AuditDeps {
   return {
     ...deps,

@@ -41,12 +41,13 @@ export const MEANING: Record<DriftKind, string> = {
  * What a repair does about a finding (docs/adr/0039-drift-repair.md):
  * - `redo`: the core's update runs for the EIP as after a gateway restart (eip-add, then its QoS, then status);
  * - `resync`: the core's update runs for the EIP (adopts an allocation, rewrites labels and status);
+ * - `restore-status`: status.ip is set back to the one address the EIP holds, then as `redo`;
  * - `remove-orphan`: eip-del and the QoS deletions for the address, only after the grace period;
  * - `release`: the garbage collector (shared/core/gc.ts) judges and releases the allocation;
  * - `delete-lease`: the expired lease item is deleted, only if it is still the one that was read;
  * - undefined: reported only.
  */
-export type RepairKind = 'redo' | 'resync' | 'remove-orphan' | 'release' | 'delete-lease';
+export type RepairKind = 'redo' | 'resync' | 'restore-status' | 'remove-orphan' | 'release' | 'delete-lease';
 
 export interface Drift {
   kind: DriftKind;
@@ -60,6 +61,8 @@ export interface Drift {
   prefix?: number;
   subnet?: string;
   repair?: RepairKind;
+  /** For restore-status: the address the EIP's allocation holds. */
+  allocated?: string;
   /** For stale-lease: the lease as read. */
   lease?: Lease;
 }
@@ -235,12 +238,15 @@ export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[]
     }
     const mine = held.find((a) => a.address === ip);
     if (!mine) {
+      // The allocation is the source of truth: one address held in the EIP's subnet is what status.ip must say.
+      const inSubnet = held.filter((a) => a.subnet === externalNetworkOf(eip));
+      const allocated = inSubnet.length === 1 ? inSubnet[0]!.address : undefined;
       out.push({
         kind: 'status-mismatch',
         message: `EIP ${name} has status.ip ${ip}, but that address is not allocated to it${held.length ? ` (it holds ${held.map((a) => a.address).join(', ')})` : ''}`,
         ...base,
         address: ip,
-        repair: 'resync',
+        ...(allocated ? { allocated, repair: 'restore-status' as const } : { repair: 'resync' as const }),
       });
     } else {
       const extra = held.filter(
@@ -268,8 +274,9 @@ export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[]
         repair: 'resync',
       });
 
-    if (eip.status?.ready !== true) continue; // not claimed to be configured (a redo is pending)
-    const gw = (mine && gatewayOfAllocation(mine, eip)) ?? eip.spec.natGwDp;
+    // Not claimed to be configured (a redo is pending), or claimed for an address it does not hold (above).
+    if (eip.status?.ready !== true || !mine) continue;
+    const gw = gatewayOfAllocation(mine, eip);
     if (!gw || unreadable.has(gw)) continue;
     const state = stateOf.get(gw);
     if (!state) continue; // the gateway has no pod: nothing is configured anywhere; the core reports it
@@ -281,7 +288,7 @@ export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[]
         ...base,
         gateway: gw,
         address: ip,
-        subnet: mine?.subnet ?? externalNetworkOf(eip),
+        subnet: mine.subnet,
         repair: 'redo',
       });
       continue;

@@ -247,6 +247,21 @@ describe('drift model', () => {
     ]);
   });
 
+  it('status mismatch: status.ip written by hand while the allocation holds another address → restore-status', () => {
+    const s = world();
+    s.eips[0]!.status!.ip = '172.18.0.99';
+    s.eips[0]!.metadata.labels = { 'ovn.kubernetes.io/eip_v4_ip': '172.18.0.99' };
+    expect(findDrift(s)).toEqual([
+      expect.objectContaining({
+        kind: 'status-mismatch',
+        eip: 'a',
+        address: '172.18.0.99',
+        allocated: '172.18.0.11',
+        repair: 'restore-status',
+      }),
+    ]);
+  });
+
   it('label mismatch: eip_v4_ip differs from status.ip, or is missing', () => {
     const s = world();
     s.eips[0]!.metadata.labels = { 'ovn.kubernetes.io/eip_v4_ip': '172.18.0.99' };
