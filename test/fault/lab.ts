@@ -52,6 +52,8 @@ export interface DynamoFault {
 
 export interface Lab {
   api: KubeApi;
+  /** A temporary directory removed by close(). */
+  dir: string;
   kubeconfig: string;
   kc: KubeConfig;
   custom: CustomObjectsApi;
@@ -152,6 +154,7 @@ export async function startLab(
 
   const lab: Lab = {
     api,
+    dir,
     kubeconfig,
     kc,
     custom,
