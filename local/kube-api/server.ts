@@ -31,6 +31,7 @@ import { type ExecServer, upgradeRequired } from './exec.js';
 import type { ExecMatch, Faults, Verb } from './faults.js';
 import { isObject, type JsonObject, type JsonValue } from './json.js';
 import type { DeleteOptions, FieldValidation, Objects, WriteContext } from './objects.js';
+import { encodeOpenApiV2, OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_ANSWER, openApiV2 } from './openapi-v2.js';
 import { decodeProtobufObject, PROTOBUF } from './protobuf.js';
 import type { Registry, ResourceDef } from './registry.js';
 import { type Filter, parseFieldSelector, parseLabelSelector } from './selectors.js';
@@ -324,6 +325,19 @@ export class ApiServer {
           aggregatedContentType(agg),
         );
       return sendJson(res, 200, path === '/api' ? apiVersions(this.d.hostPort()) : apiGroupList(registry));
+    }
+    if (path === '/openapi/v2') {
+      const doc = openApiV2(registry, VERSION_INFO.gitVersion);
+      if (!accept.includes(OPENAPI_V2_PROTOBUF) && !accept.includes(OPENAPI_V2_PROTOBUF_ANSWER))
+        return sendJson(res, 200, doc);
+      const body = encodeOpenApiV2(doc);
+      res.writeHead(200, {
+        'Content-Type': OPENAPI_V2_PROTOBUF_ANSWER,
+        'Cache-Control': 'no-cache, private',
+        'Content-Length': body.length,
+      });
+      res.end(body);
+      return;
     }
     if (path === '/openapi/v3') return sendJson(res, 200, openApiRoot(registry));
     if (path.startsWith('/openapi/v3/')) {

@@ -1,6 +1,9 @@
 /**
  * Conformance (local/kube-api/README.md): discovery, OpenAPI and Table output, as kubectl 1.32 and client-node 1.4 use them.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ApiextensionsV1Api, KubernetesObjectApi } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';
 import { eip, kubectlSuite, manifest, table, useApi } from './harness.js';
@@ -101,7 +104,7 @@ kubectlSuite('discovery and tables', () => {
     expect(r.resources.find((x) => x.name === 'pods/exec')?.kind).toBe('PodExecOptions');
   });
 
-  it('serves a minimal OpenAPI v3 with a PATCH operation per kind and keeps /openapi/v2 a 404', async () => {
+  it('serves a minimal OpenAPI v3 with a PATCH operation per kind', async () => {
     const root = (await (await fetch(`${env.api.url}/openapi/v3`)).json()) as {
       paths: Record<string, { serverRelativeURL: string }>;
     };
@@ -120,7 +123,102 @@ kubectlSuite('discovery and tables', () => {
       kind: 'IptablesEIP',
     });
     expect(patch?.parameters.map((p) => p.name)).toContain('fieldValidation');
-    expect((await fetch(`${env.api.url}/openapi/v2`)).status).toBe(404);
+  });
+
+  it('serves /openapi/v2 with each custom resource defined from its CRD schema, in JSON and in protobuf', async () => {
+    const json = (await (await fetch(`${env.api.url}/openapi/v2`)).json()) as {
+      swagger: string;
+      definitions: Record<
+        string,
+        { properties: Record<string, unknown>; 'x-kubernetes-group-version-kind': unknown }
+      >;
+    };
+    expect(json.swagger).toBe('2.0');
+    const def = json.definitions['io.kubeovn.v1.IptablesEIP'];
+    expect(def?.['x-kubernetes-group-version-kind']).toEqual([
+      { group: 'kubeovn.io', kind: 'IptablesEIP', version: 'v1' },
+    ]);
+    expect(Object.keys(def?.properties ?? {})).toEqual(
+      expect.arrayContaining(['apiVersion', 'kind', 'metadata', 'spec', 'status']),
+    );
+    const pb = await fetch(`${env.api.url}/openapi/v2`, {
+      headers: { accept: 'application/com.github.proto-openapi.spec.v2@v1.0+protobuf' },
+    });
+    expect(pb.headers.get('content-type')).toBe('application/com.github.proto-openapi.spec.v2.v1.0+protobuf');
+    const bytes = Buffer.from(await pb.arrayBuffer());
+    // Field 1 (swagger) first: tag 0x0a, length 3, "2.0".
+    expect([...bytes.subarray(0, 5)]).toEqual([0x0a, 3, 0x32, 0x2e, 0x30]);
+    expect(bytes.includes(Buffer.from('io.kubeovn.v1.IptablesEIP'))).toBe(true);
+  });
+
+  it('lets kubectl validate and apply a kind: List, and refuses an unknown field in one of its items', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'list-'));
+    const item = (name: string, spec: Record<string, unknown>) => ({
+      apiVersion: 'kubeovn.io/v1',
+      kind: 'IptablesEIP',
+      metadata: { name },
+      spec,
+    });
+    const bad = join(dir, 'bad.json');
+    writeFileSync(
+      bad,
+      manifest({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [item('list-a', {}), item('list-b', { bogus: 'x' })],
+      }),
+    );
+    const refused = await env.k('apply', '-f', bad);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('unknown field "bogus" in io.kubeovn.v1.IptablesEIP.spec');
+    const good = join(dir, 'good.json');
+    const cm = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'list-cm', namespace: 'default' },
+      data: { a: 'b' },
+    };
+    writeFileSync(
+      good,
+      manifest({
+        apiVersion: 'v1',
+        kind: 'List',
+        items: [item('list-a', { natGwDp: 'gw1' }), item('list-b', {}), cm],
+      }),
+    );
+    const applied = await env.k('apply', '-f', good);
+    expect([applied.code, applied.stderr]).toEqual([0, '']);
+    expect(applied.stdout.split('\n').filter(Boolean)).toEqual([
+      'iptableseip.kubeovn.io/list-a created',
+      'iptableseip.kubeovn.io/list-b created',
+      'configmap/list-cm created',
+    ]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('round-trips kubectl get iptables-eips -o yaml through kubectl apply -f', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'roundtrip-'));
+    for (const name of ['rt-1', 'rt-2', 'rt-3']) {
+      const r = await env.kWith(
+        { stdin: manifest(eip(name, { spec: { qosPolicy: 'q' } })) },
+        'apply',
+        '-f',
+        '-',
+      );
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const got = await env.k('get', 'iptables-eips', '-o', 'yaml');
+    expect(got.stdout).toMatch(/^apiVersion: v1\nitems:/);
+    const file = join(dir, 'eips.yaml');
+    writeFileSync(file, got.stdout);
+    const applied = await env.k('apply', '-f', file);
+    // Objects of other tests here were created without apply: kubectl warns that it adds the annotation.
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stderr).not.toMatch(/error/i);
+    expect(applied.stdout).toMatch(/iptableseip\.kubeovn\.io\/rt-1 (configured|unchanged)/);
+    const again = await env.k('get', 'iptables-eips', 'rt-2', '-o', 'jsonpath={.spec.qosPolicy}');
+    expect(again.stdout).toBe('q');
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('gives every response a Content-Type, errors included', async () => {
