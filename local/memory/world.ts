@@ -139,9 +139,13 @@ export function world(options: WorldOptions = {}) {
     qos(
       name: string,
       rules: QoSPolicyBandwidthLimitRule[],
-      opts: { shared?: boolean; copyToStatus?: boolean } = {},
+      opts: { shared?: boolean; copyToStatus?: boolean; bindingType?: string } = {},
     ): void {
-      const spec = { shared: opts.shared ?? false, bindingType: 'EIP', bandwidthLimitRules: rules };
+      const spec = {
+        shared: opts.shared ?? false,
+        bindingType: opts.bindingType ?? 'EIP',
+        bandwidthLimitRules: rules,
+      };
       cluster.qos.set(name, {
         apiVersion: API_VERSION,
         kind: 'QoSPolicy',

@@ -197,6 +197,36 @@ describe('blocked EIPs', () => {
   });
 });
 
+describe('QoS policies an EIP waits for or cannot use', () => {
+  it('a fresh EIP naming a missing QoS policy waits for it, holding nothing, and is configured with its limits once it exists', async () => {
+    const w = world();
+    w.eip('eip-q', { qosPolicy: 'later' });
+    expect(await w.run('add', 'eip-q')).toMatchObject({
+      status: 'rejected',
+      code: 'DependencyMissing',
+      retryAfterMs: 1_000,
+    });
+    expect(w.ipam.allocations.size).toBe(0);
+    expect(w.gateway.calls).toEqual([]);
+    w.qos('later', [rule('in', 'ingress', '7')]);
+    expect(await w.run('update', 'eip-q', 'dependency-changed')).toMatchObject({ status: 'applied' });
+    expect(w.tc().map((f) => `${f.ip} ${f.direction}`)).toEqual(['172.18.0.2 ingress']);
+    expect(condition(w, 'eip-q', 'QoSApplied')).toMatchObject({ status: 'True' });
+  });
+
+  it('refuses a NATGW-type policy on an EIP, before anything is allocated', async () => {
+    const w = world();
+    w.qos('gw-policy', [rule('in', 'ingress', '7')], { bindingType: 'NATGW' });
+    w.eip('eip-q', { qosPolicy: 'gw-policy' });
+    expect(await w.run('add', 'eip-q')).toMatchObject({
+      status: 'rejected',
+      code: 'QoSPolicyInvalid',
+      message: 'qos policy gw-policy has bindingType NATGW; an EIP needs bindingType EIP',
+    });
+    expect(w.ipam.allocations.size).toBe(0);
+  });
+});
+
 describe('invariants', () => {
   it('retries a metadata write that lost a race three times, and gives up (retryably) on the fourth', async () => {
     const w = world();
