@@ -14,3 +14,41 @@ export function blockedRetryDelay(sinceMs: number | undefined, nowMs: number): n
   const waited = sinceMs === undefined || !Number.isFinite(sinceMs) ? 0 : Math.max(0, nowMs - sinceMs);
   return Math.min(BLOCKED_RETRY_MAX_MS, Math.max(BLOCKED_RETRY_MIN_MS, waited));
 }
+
+/**
+ * The rejection codes whose blocker may clear by itself (the permanent errors with `mayClear`; a unit test keeps
+ * the two in step). An EIP showing one of them in a False condition is waiting, and is worth sending again.
+ */
+export const BLOCKED_CODES: readonly string[] = [
+  'AddressConflict',
+  'NoAvailableAddress',
+  'QoSPolicyInUse',
+  'DependencyMissing',
+  'NatGwDisabled',
+];
+
+interface ConditionLike {
+  type: string;
+  status: string;
+  reason?: string;
+  lastTransitionTime?: string;
+}
+
+/**
+ * For a deliverer that sees EIPs rather than handler outcomes (the bridge in front of EventBridge or Lambda): the
+ * delay before a waiting EIP should be sent again, from its conditions alone, or undefined when it is not blocked
+ * by anything that may clear. The same delay the handler puts in the outcome's `retryAfterMs`.
+ */
+export function blockedRetryAfter(
+  eip: { status?: { conditions?: readonly ConditionLike[] } } | undefined,
+  nowMs: number,
+): number | undefined {
+  const blocked = (eip?.status?.conditions ?? []).filter(
+    (c) => c.status === 'False' && c.reason !== undefined && BLOCKED_CODES.includes(c.reason),
+  );
+  if (blocked.length === 0) return undefined;
+  const since = Math.min(
+    ...blocked.map((c) => (c.lastTransitionTime ? Date.parse(c.lastTransitionTime) : nowMs)),
+  );
+  return blockedRetryDelay(since, nowMs);
+}

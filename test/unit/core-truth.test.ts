@@ -5,9 +5,23 @@
  * Allocations counted once per EIP).
  */
 import { describe, expect, it } from 'vitest';
-import { ConflictError } from '../../shared/domain/errors.js';
+import {
+  AddressConflictError,
+  AddressOutOfRangeError,
+  ConflictError,
+  DependencyMissingError,
+  GatewayRefusedError,
+  InvalidEventError,
+  InvalidSpecError,
+  NatGwDisabledError,
+  NoAvailableAddressError,
+  type PermanentError,
+  QoSPolicyError,
+  QoSPolicyInUseError,
+  UnsupportedChangeError,
+} from '../../shared/domain/errors.js';
 import { Label } from '../../shared/domain/kube-ovn.js';
-import { BLOCKED_RETRY_MAX_MS } from '../../shared/domain/retry.js';
+import { BLOCKED_CODES, BLOCKED_RETRY_MAX_MS, blockedRetryAfter } from '../../shared/domain/retry.js';
 import { type World, world } from '../support/world.js';
 
 const rule = (name: string, direction: 'ingress' | 'egress', rate: string, burst = rate) => ({
@@ -194,6 +208,43 @@ describe('blocked EIPs', () => {
     expect(await w.run('update', 'eip-a', 'feature-changed')).toMatchObject({ status: 'applied' });
     expect(w.net1()).toContain('172.18.0.2/24');
     expect(condition(w, 'eip-a', 'Ready')).toMatchObject({ status: 'True' });
+  });
+});
+
+describe('the retry contract for deliverers', () => {
+  it('lists exactly the codes of the permanent errors whose blocker may clear', () => {
+    const all: PermanentError[] = [
+      new InvalidEventError('x'),
+      new InvalidSpecError('x'),
+      new AddressConflictError('x'),
+      new AddressOutOfRangeError('x'),
+      new NoAvailableAddressError('x'),
+      new UnsupportedChangeError('x'),
+      new QoSPolicyError('x'),
+      new QoSPolicyInUseError('x'),
+      new DependencyMissingError('x', { kind: 'Subnet', name: 's' }),
+      new NatGwDisabledError('x'),
+      new GatewayRefusedError('x', 1, ''),
+    ];
+    expect(
+      all
+        .filter((e) => e.mayClear)
+        .map((e) => e.code)
+        .sort(),
+    ).toEqual([...BLOCKED_CODES].sort());
+  });
+
+  it('gives a watcher of EIPs the same delay the handler returns, from the conditions alone', async () => {
+    const w = world();
+    await ready(w, 'eip-a', { v4ip: '172.18.0.9' });
+    w.eip('eip-b', { v4ip: '172.18.0.9' });
+    await w.run('add', 'eip-b');
+    w.clock.advance(3_000);
+    const o = await w.run('update', 'eip-b', 'blocked-retry');
+    expect(blockedRetryAfter(w.get('eip-b'), w.clock.now())).toBe(
+      (o as { retryAfterMs: number }).retryAfterMs,
+    );
+    expect(blockedRetryAfter(w.get('eip-a'), w.clock.now())).toBeUndefined();
   });
 });
 
