@@ -134,6 +134,30 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     expect(back.address).toBe(ip);
   }, 60_000);
 
+  it('a status.ip written by hand is set back to the allocation by the stack itself', async () => {
+    const patch = await kubectl(
+      stack.api,
+      'patch',
+      'iptables-eip',
+      'demo-eip',
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      '{"status":{"ip":"172.18.0.60"}}',
+    );
+    expect(patch.code, patch.stderr).toBe(0);
+    await eventuallyValue(
+      async () => {
+        const e = await demo();
+        return e.status?.ip === ip && e.status.ready === true;
+      },
+      30_000,
+      200,
+    );
+    expect(await net1()).toContain(`inet ${ip}/24`);
+    expect(await net1()).not.toContain('172.18.0.60');
+  }, 60_000);
+
   it('a stray address: reported (exit 1, --json), kept by a dry run and inside the grace period, removed with --grace 0s', async () => {
     const add = await gw('ip', 'addr', 'add', '172.18.0.150/24', 'dev', 'net1');
     expect(add.code, add.stderr).toBe(0);
