@@ -331,6 +331,31 @@ describe('npm run audit, on the real adapters', () => {
     expect((await runAudit(deps)).drift).toEqual([]);
   }, 30_000);
 
+  it('the hourly gc function collects garbage, then checks every gateway and repairs the drift', async () => {
+    sh('gw2', 'ip', 'addr', 'del', `${ips.g}/24`, 'dev', 'net1');
+    const env = {
+      KUBECONFIG: join(dir, 'kubeconfig'),
+      TABLE_NAME: TABLE,
+      DYNAMODB_ENDPOINT: dynamo.endpoint,
+      LOG_LEVEL: 'error',
+    };
+    const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
+    let result: unknown;
+    try {
+      const { handler } = await import('../../functions/gc/handler.js');
+      result = await handler();
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+    expect(result).toMatchObject({ released: 0, drift: 1, repaired: 1 });
+    expect(has('gw2', ips.g!)).toBe(true);
+    expect((await runAudit(deps)).drift).toEqual([]);
+  }, 30_000);
+
   it('a gateway that cannot be read is reported, not judged', async () => {
     const fault = api.faults.failExec({
       pod: 'vpc-nat-gw-gw2-0',
