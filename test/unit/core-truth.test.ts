@@ -22,6 +22,7 @@ import {
 } from '../../shared/domain/errors.js';
 import { Label } from '../../shared/domain/kube-ovn.js';
 import { BLOCKED_CODES, BLOCKED_RETRY_MAX_MS, blockedRetryAfter } from '../../shared/domain/retry.js';
+import { QosLimits } from '../../shared/domain/validation.js';
 import { type World, world } from '../support/world.js';
 
 const rule = (name: string, direction: 'ingress' | 'egress', rate: string, burst = rate) => ({
@@ -150,6 +151,24 @@ describe('validation before anything is held', () => {
       expect(w.gateway.calls).toEqual([]);
     },
   );
+
+  it('accepts the QoS limits at both ends, and the simulated gateway installs them', async () => {
+    const w = world();
+    const { rateMaxMbit, burstMaxMb } = QosLimits;
+    w.qos('edges', [
+      rule('a-in', 'ingress', String(rateMaxMbit.min), String(burstMaxMb.max)),
+      rule('b-out', 'egress', String(rateMaxMbit.max), String(burstMaxMb.min)),
+    ]);
+    w.eip('eip-a', { qosPolicy: 'edges' });
+    expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied' });
+    expect(
+      w
+        .tc()
+        .map((f) => f.direction)
+        .sort(),
+    ).toEqual(['egress', 'ingress']);
+    expect(condition(w, 'eip-a', 'QoSApplied')).toMatchObject({ status: 'True' });
+  });
 
   it('a value the gateway still refuses leaves the address configured and explains it in QoSApplied', async () => {
     const w = world();
