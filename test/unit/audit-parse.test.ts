@@ -3,6 +3,7 @@
  * and hand-written samples in the formats of iproute2 on a real kernel (older and newer tc, IPv6 and link-local
  * lines, flags, raw u32 keys when -p is not honoured).
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MemoryGateway } from '../../local/memory/gateway.js';
 import { memoryInspector } from '../../local/memory/inspect.js';
@@ -14,6 +15,7 @@ import {
   parseTcFilters,
   parseTcRate,
 } from '../../shared/audit/inspect.js';
+import { parseAddress } from '../../shared/domain/addressing.js';
 import type { GatewayPod } from '../../shared/ports.js';
 
 const pod: GatewayPod = {
@@ -177,5 +179,60 @@ describe('tc -p filter show (real iproute2 formats)', () => {
     expect(parseTcRate('12Mibit')).toBe(12 * 1024 * 1024);
     expect(parseTcRate('125Kbps')).toBe(1_000_000);
     expect(parseTcRate('fast')).toBeUndefined();
+  });
+});
+
+describe('parsers on arbitrary and generated input (fast-check)', () => {
+  it('never throw, and never report an address that is not a canonical IP', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 400 }), (text) => {
+        for (const a of parseNet1Addresses(text)) expect(parseAddress(a.address)).toBeDefined();
+        for (const f of [...parseTcFilters(text, 'ingress'), ...parseTcFilters(text, 'egress')])
+          expect(parseAddress(f.ip)?.family).toBe(4);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('read back exactly the addresses and filters written in iproute2 format', () => {
+    const ipv4 = fc
+      .tuple(fc.nat(255), fc.nat(255), fc.nat(255), fc.integer({ min: 1, max: 254 }))
+      .map((t) => t.join('.'));
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(
+          fc.record({
+            ip: ipv4,
+            prefix: fc.integer({ min: 8, max: 32 }),
+            mbit: fc.integer({ min: 1, max: 10_000 }),
+          }),
+          {
+            selector: (x) => x.ip,
+            maxLength: 20,
+          },
+        ),
+        (rows) => {
+          const addr = rows
+            .map(
+              (r) =>
+                `3: net1    inet ${r.ip}/${r.prefix} scope global secondary net1\\       valid_lft forever preferred_lft forever`,
+            )
+            .join('\n');
+          expect(parseNet1Addresses(addr).map((a) => `${a.address}/${a.prefix}`)).toEqual(
+            rows.map((r) => `${r.ip}/${r.prefix}`),
+          );
+          const tc = rows
+            .map(
+              (r, i) =>
+                `filter parent ffff: protocol ip pref ${i + 1} u32 chain 0 fh 800::${(0x800 + i).toString(16)} order 2048 key ht 800 bkt 0 flowid :1\n  match IP dst ${r.ip}/32\n police 0x${i + 1} rate ${r.mbit}Mbit burst 1Mb mtu 2Kb action drop overhead 0b`,
+            )
+            .join('\n');
+          expect(parseTcFilters(tc, 'ingress').map((f) => [f.ip, f.prio, f.rateBps])).toEqual(
+            rows.map((r, i) => [r.ip, i + 1, r.mbit * 1e6]),
+          );
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 });
