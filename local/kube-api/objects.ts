@@ -75,6 +75,9 @@ export interface WriteContext {
   warnings: string[];
 }
 
+/** The API server's limit on the annotations of one object, keys and values together. */
+export const MAX_ANNOTATIONS_BYTES = 256 * 1024;
+
 const PROTECTED_SYSTEM_FIELDS = [
   'uid',
   'resourceVersion',
@@ -171,11 +174,20 @@ export class Objects {
       if (!isObject(m.annotations))
         errors.push(fieldInvalid('metadata.annotations', m.annotations, 'must be a map of strings'));
       else {
+        let total = 0;
         for (const [k, v] of Object.entries(m.annotations)) {
           const kp = qualifiedNameProblems(k.toLowerCase())[0];
           if (kp) errors.push(fieldInvalid('metadata.annotations', k, kp));
           if (typeof v !== 'string') errors.push(fieldInvalid(`metadata.annotations`, v, 'must be a string'));
+          else total += Buffer.byteLength(k) + Buffer.byteLength(v);
         }
+        // The API server's limit on all annotations of an object together (keys and values, in bytes).
+        if (total > MAX_ANNOTATIONS_BYTES)
+          errors.push({
+            reason: 'FieldValueTooLong',
+            field: 'metadata.annotations',
+            detail: `Too long: must have at most ${MAX_ANNOTATIONS_BYTES} bytes`,
+          });
       }
     }
     if (m.finalizers !== undefined && m.finalizers !== null) {

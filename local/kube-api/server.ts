@@ -180,13 +180,20 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let tooLarge = false;
     req.on('data', (c: Buffer) => {
       size += c.length;
       if (size > MAX_BODY) {
-        reject(
-          new ApiError(status(413, 'RequestEntityTooLarge', 'Request entity too large: limit is 3145728')),
-        );
-        req.destroy();
+        // Answer 413 at once and discard the rest of the upload (so the client reads the answer instead of a
+        // reset connection); a client that keeps sending far beyond the limit is cut off.
+        if (!tooLarge) {
+          tooLarge = true;
+          chunks.length = 0;
+          reject(
+            new ApiError(status(413, 'RequestEntityTooLarge', 'Request entity too large: limit is 3145728')),
+          );
+        }
+        if (size > 16 * MAX_BODY) req.destroy();
         return;
       }
       chunks.push(c);

@@ -3,7 +3,26 @@
  * the objects, a bounded history of change events for watches from a resourceVersion, and
  * compaction (a watch from a compacted revision gets 410).
  */
+import { ApiError } from './errors.js';
 import { clone, isObject, type JsonObject, meta } from './json.js';
+
+/**
+ * etcd's default --max-request-bytes: a write of a larger object fails in etcd, and the API server passes the
+ * error on as a 500 without a reason (kubectl: `Error from server: etcdserver: request is too large`).
+ */
+export const MAX_OBJECT_BYTES = 1.5 * 1024 * 1024;
+
+function checkSize(obj: JsonObject): void {
+  if (Buffer.byteLength(JSON.stringify(obj)) <= MAX_OBJECT_BYTES) return;
+  throw new ApiError({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: 'etcdserver: request is too large',
+    code: 500,
+  });
+}
 
 export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
@@ -97,6 +116,7 @@ export class Store {
 
   /** Stores a new object (takes ownership), assigns its resourceVersion and emits ADDED. */
   create(resource: string, obj: JsonObject): JsonObject {
+    checkSize(obj);
     const m = meta(obj);
     const rv = this.stamp(obj);
     this.bucket(resource).set(objectKey(m.namespace as string | undefined, m.name as string), obj);
@@ -106,6 +126,7 @@ export class Store {
 
   /** Replaces a stored object (takes ownership), assigns a new resourceVersion and emits MODIFIED. */
   update(resource: string, obj: JsonObject): JsonObject {
+    checkSize(obj);
     const m = meta(obj);
     const key = objectKey(m.namespace as string | undefined, m.name as string);
     const previous = this.bucket(resource).get(key);

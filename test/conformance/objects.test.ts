@@ -803,4 +803,76 @@ kubectlSuite('objects', () => {
       expect(e.code).toBe(404);
     });
   });
+
+  describe('size limits', () => {
+    it('refuses annotations over 256 KiB in total with the API server message, for both clients', async () => {
+      const big = (n: number) => ({ a: 'x'.repeat(n), b: 'y'.repeat(n) });
+      // 2 × (1 + 131072) bytes = 262146 > 262144.
+      const e = await apiError(
+        env.co.createClusterCustomObject({
+          ...EIP,
+          body: eip('size-ann', { metadata: { annotations: big(131072) } }),
+        }),
+      );
+      expect(e.code).toBe(422);
+      expect(e.body.message).toBe(
+        'IptablesEIP.kubeovn.io "size-ann" is invalid: metadata.annotations: Too long: must have at most 262144 bytes',
+      );
+      expect((e.body.details as { causes: unknown[] }).causes).toEqual([
+        {
+          reason: 'FieldValueTooLong',
+          message: 'Too long: must have at most 262144 bytes',
+          field: 'metadata.annotations',
+        },
+      ]);
+      const k = await env.kWith(
+        { stdin: manifest(eip('size-ann', { metadata: { annotations: big(131072) } })) },
+        'create',
+        '-f',
+        '-',
+      );
+      expect(k.stderr.trim()).toBe(
+        'The IptablesEIP "size-ann" is invalid: metadata.annotations: Too long: must have at most 262144 bytes',
+      );
+      // Exactly at the limit is accepted.
+      await env.co.createClusterCustomObject({
+        ...EIP,
+        body: eip('size-ann', { metadata: { annotations: big(131071) } }),
+      });
+      // And an update that crosses it is refused.
+      const u = await apiError(
+        env.co.patchClusterCustomObject(
+          { ...EIP, name: 'size-ann', body: { metadata: { annotations: { c: 'z'.repeat(10) } } } },
+          merge,
+        ),
+      );
+      expect([u.code, u.body.reason]).toEqual([422, 'Invalid']);
+    });
+
+    it('refuses a request body over 3 MiB with 413 before reading it all', async () => {
+      const body = JSON.stringify(eip('size-body', { spec: { macAddress: 'm'.repeat(3 * 1024 * 1024) } }));
+      const res = await fetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      expect(res.status).toBe(413);
+      expect(((await res.json()) as { message: string }).message).toBe(
+        'Request entity too large: limit is 3145728',
+      );
+    });
+
+    it("refuses an object over etcd's 1.5 MiB request limit as the API server passes it on, and stores nothing", async () => {
+      const huge = eip('size-etcd', { spec: { macAddress: 'm'.repeat(1.6 * 1024 * 1024) } });
+      const e = await apiError(env.co.createClusterCustomObject({ ...EIP, body: huge }));
+      expect([e.code, e.body.message, e.body.reason]).toEqual([
+        500,
+        'etcdserver: request is too large',
+        undefined,
+      ]);
+      const k = await env.kWith({ stdin: manifest(huge) }, 'create', '-f', '-');
+      expect(k.stderr.trim()).toBe('Error from server: error when creating "STDIN": etcdserver: request is too large');
+      expect((await apiError(get('size-etcd'))).code).toBe(404);
+    });
+  });
 });
