@@ -33,7 +33,7 @@ import {
 import { startLocalDynamo } from '../local/dynamo.js';
 import { ensureTable } from '../local/table.js';
 import { createDynamoIpam, type DynamoIpam, type IpamTuning } from '../shared/adapters/dynamo/index.js';
-import { fullSk, geometryOf, META_SK, type PoolGeometry } from '../shared/adapters/dynamo/layout.js';
+import { geometryOf, type PoolGeometry } from '../shared/adapters/dynamo/layout.js';
 import type { Pool } from '../shared/ports.js';
 import { LOCK_CURSOR_SK, SubnetLockAllocator } from './ipam-subnet-lock.js';
 import { countingClient, type RequestCounter } from './lib/counting-client.js';
@@ -207,7 +207,11 @@ async function warmUp(endpoint: string): Promise<void> {
   log(`warmed up in ${Date.now() - t0} ms`);
 }
 
-/** Writes the lowest `fill` share of the pool as held, in the allocator's own format, 25 items per request. */
+/**
+ * Writes the `fill` share of the pool as held, 25 items per request, in the allocator's own layout: the lowest
+ * addresses for the lock baseline (it hands them out in order, as kube-ovn does); for ours, addresses spread
+ * uniformly over the pool, which is what owners claiming in hash-chosen home blocks leave behind (ADR 0026).
+ */
 async function prefill(
   client: DynamoDBClient,
   g: PoolGeometry,
@@ -216,8 +220,17 @@ async function prefill(
   held: Map<string, string>,
 ): Promise<void> {
   const count = BigInt(Math.floor(Number(g.capacity) * fill));
+  let slots: bigint[] = [];
+  if (kind === 'ours') {
+    const all = Array.from({ length: Number(g.capacity) }, (_, i) => BigInt(i));
+    for (let i = all.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [all[i], all[j]] = [all[j]!, all[i]!];
+    }
+    slots = all.slice(0, Number(count));
+  } else for (let s = 0n; s < count; s++) slots.push(s);
   const items: WriteRequest[] = [];
-  for (let s = 0n; s < count; s++) {
+  for (const s of slots) {
     const uid = `pre-${s}`;
     const address = g.addressOf(s);
     held.set(address, uid);
@@ -237,28 +250,10 @@ async function prefill(
       },
     });
   }
-  if (kind === 'ours') {
-    // What the allocator would have left behind: a marker per full segment and the published mark.
-    const fullSegments = count / g.segmentSize;
-    for (let seg = 0n; seg < fullSegments; seg++)
-      items.push({
-        PutRequest: { Item: { pk: { S: g.pk }, sk: { S: fullSk(seg) }, fingerprint: { S: g.fingerprint } } },
-      });
-    items.push({
-      PutRequest: {
-        Item: {
-          pk: { S: g.pk },
-          sk: { S: META_SK },
-          fingerprint: { S: g.fingerprint },
-          hwmSegment: { N: fullSegments.toString() },
-        },
-      },
-    });
-  } else {
+  if (kind === 'lock')
     items.push({
       PutRequest: { Item: { pk: { S: g.pk }, sk: { S: LOCK_CURSOR_SK }, next: { N: count.toString() } } },
     });
-  }
   let next = 0;
   await Promise.all(
     Array.from({ length: 4 }, async () => {

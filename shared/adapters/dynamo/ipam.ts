@@ -6,12 +6,16 @@
  * - claimAny takes never-used addresses first; released ones only after every never-used one is gone,
  *   oldest release first (spread at random over the oldest few, so concurrent allocators do not collide);
  * - the owner is the EIP uid: same-owner claims are idempotent, another owner's address is a conflict;
+ * - claimAny is idempotent through strongly consistent reads only (ADR 0026): an owner claims inside its *home
+ *   block* (64 addresses chosen by a hash of its uid), or, when that block has nothing free, records a pointer
+ *   item inside the block before claiming elsewhere; one consistent Query of the block finds either;
  * - an address item is never deleted: release turns it into a free marker, which is what lets any allocator
  *   know, from the item's mere existence, that an address has been used before.
  */
 import { randomUUID } from 'node:crypto';
 import {
   type AttributeValue,
+  DeleteItemCommand,
   GetItemCommand,
   type GetItemCommandOutput,
   PutItemCommand,
@@ -43,9 +47,12 @@ import {
   addressSk,
   fullSk,
   geometryOf,
+  type HomeBlock,
+  homeBlock,
   INDEX,
   META_SK,
   type PoolGeometry,
+  pointerSk,
   poolPk,
   segmentOfFullSk,
   valueOfSk,
@@ -56,6 +63,8 @@ type Item = Record<string, AttributeValue>;
 
 /** Uncontested reuse claims in a row before an allocator trusts its cached list of released addresses. */
 const CALM_BEFORE_CACHING = 8;
+/** Conditional writes one read of a home block may feed before it is read again. */
+const MAX_TRIES_PER_READ = 4;
 
 export interface IpamTuning {
   /** Cursor options (window of segments, cache age). */
@@ -66,6 +75,11 @@ export interface IpamTuning {
   maxClaimAttempts: number;
   /** How long an allocator reuses the list of released addresses it read for its next claims. Default 500 ms. */
   reuseCacheMs: number;
+  /**
+   * A first blind PutItem of the owner's own first candidate is tried while this allocator's estimate of the
+   * home blocks' fill is below this share (one request per allocation in a sparse pool). Default 0.25.
+   */
+  blindBelow: number;
 }
 
 export interface GcOptions {
@@ -104,6 +118,22 @@ export interface ClaimStats {
   writes: number;
   conflicts: number;
   source: 'existing' | 'never-used' | 'released';
+  /**
+   * How the claim was decided: `blind` (the owner's first candidate, one write), `block` (its home block, read
+   * once), `pointer` (elsewhere in the pool, behind a pointer item in the home block).
+   */
+  path: 'blind' | 'block' | 'pointer';
+}
+
+/** A consistent read of an owner's home block: what it holds there, its pointer, and the free candidates. */
+interface BlockView {
+  mine: Item[];
+  pointer: Item | undefined;
+  neverUsed: bigint[];
+  /** Released, still eligible addresses of the block, oldest release first. */
+  released: bigint[];
+  /** Share of the block's eligible addresses that have an item (held or released). */
+  used: number;
 }
 
 export class DynamoIpam implements Ipam {
@@ -111,6 +141,8 @@ export class DynamoIpam implements Ipam {
   private readonly freeCache = new Map<string, { values: bigint[]; loadedAt: number }>();
   /** Released-address claims won in a row by this allocator. */
   private reuseCalm = 0;
+  /** Per pool: moving estimate of how used the home blocks this allocator read were (decides the blind try). */
+  private readonly fill = new Map<string, number>();
   private readonly tuning: IpamTuning;
   /** Stats of the last claimAny, for the benchmark and the tests (not part of the port). */
   lastClaim: ClaimStats | undefined;
@@ -122,7 +154,14 @@ export class DynamoIpam implements Ipam {
     private readonly metrics?: Metrics,
     tuning: Partial<IpamTuning> = {},
   ) {
-    this.tuning = { cursor: {}, reuseBatch: 100, maxClaimAttempts: 64, reuseCacheMs: 500, ...tuning };
+    this.tuning = {
+      cursor: {},
+      reuseBatch: 100,
+      maxClaimAttempts: 64,
+      reuseCacheMs: 500,
+      blindBelow: 0.25,
+      ...tuning,
+    };
   }
 
   // ------------------------------------------------------------------ claims
@@ -193,31 +232,32 @@ export class DynamoIpam implements Ipam {
     );
   }
 
+  /**
+   * Idempotent for the owner with strongly consistent reads only (ADR 0026). An owner's claims live in its home
+   * block (homeBlock in layout.ts) or behind a pointer item there, so one consistent Query of that block answers
+   * "does this owner already hold an address here?" — a retry meets its own claim however soon it comes, with no
+   * eventually consistent index in the way. The order of attempts:
+   * 1. blind: while this allocator has found the pool sparse, one conditional PutItem of the owner's first
+   *    candidate (never used only), the whole allocation in one request;
+   * 2. block: one consistent Query of the home block; the owner's own address there is the answer; else a
+   *    never-used address of the block, else its oldest released ones;
+   * 3. pointer: the block has nothing free: a pointer item in the block names the candidate *before* it is
+   *    claimed, the candidate comes from the pool-wide cursor (never-used) or the released list.
+   */
   async claimAny(pool: Pool, owner: Owner): Promise<Allocation> {
     assertOwner(owner);
     const g = geometryOf(pool);
-    const stats: ClaimStats = { writes: 0, conflicts: 0, source: 'existing' };
+    const stats: ClaimStats = { writes: 0, conflicts: 0, source: 'existing', path: 'blind' };
     this.lastClaim = stats;
+    const home = homeBlock(g, owner.uid);
 
-    // A retry never allocates twice: the owner's allocation in this pool, if any, is the answer.
-    const mine = await this.held(owner.uid, g.pk);
-    if (mine.length > 0) {
-      if (mine.length > 1)
-        this.log?.warn('owner holds more than one address in one pool', {
-          ownerUid: owner.uid,
-          subnet: pool.subnet,
-          addresses: mine.map((a) => a.address),
-        });
-      return mine[0]!;
-    }
-
-    const result =
-      (await this.claimNeverUsed(g, owner, stats)) ?? (await this.claimReleased(g, owner, stats));
+    const result = await this.claimInBlock(g, home, owner, stats);
     if (stats.conflicts > 0) this.metrics?.count('IpamConflicts', stats.conflicts, { subnet: pool.subnet });
     if (!result) {
       this.metrics?.count('IpamExhausted', 1, { subnet: pool.subnet });
       throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
     }
+    if (stats.source === 'existing') return result;
     this.metrics?.count('IpamAllocations', 1, { subnet: pool.subnet, source: stats.source });
     this.metrics?.count('IpamAllocationRetries', stats.conflicts, { subnet: pool.subnet });
     this.log?.debug('address allocated', {
@@ -225,34 +265,281 @@ export class DynamoIpam implements Ipam {
       address: result.address,
       ownerUid: owner.uid,
       source: stats.source,
+      path: stats.path,
       writes: stats.writes,
     });
     return result;
   }
 
-  /** Phase 1: a never-used address (no item at all), found through the pool's cursor. */
+  private async claimInBlock(
+    g: PoolGeometry,
+    home: HomeBlock,
+    owner: Owner,
+    stats: ClaimStats,
+  ): Promise<Allocation | undefined> {
+    // 1. Blind: the owner's first candidate, never used only (an item there, held or released, means no: a
+    // released one may be claimed in step 2, where the block read shows whether the owner holds another).
+    const estimate = this.fill.get(g.pk);
+    if (home.first !== undefined && estimate !== undefined && estimate < this.tuning.blindBelow) {
+      this.spend(g, stats);
+      const item = this.heldItem(g, home.first, owner);
+      const r = await this.store.sendConditional(
+        new PutItemCommand({
+          TableName: this.store.tableName,
+          Item: item,
+          ConditionExpression: 'attribute_not_exists(pk)',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      if (r.ok) {
+        stats.source = 'never-used';
+        this.observeFill(g, 0);
+        return toAllocation(item);
+      }
+      if (r.item?.ownerUid?.S === owner.uid) return toAllocation(r.item);
+    }
+
+    // 2. Block: read it consistently; the owner's own claim there (or behind its pointer) is the answer.
+    stats.path = 'block';
+    let view = await this.readBlock(g, home, owner.uid);
+    const found = await this.existing(g, view, owner.uid);
+    if (found) return found;
+    for (let reads = 0; reads < 2 && (view.neverUsed.length > 0 || view.released.length > 0); reads++) {
+      if (reads > 0) view = await this.readBlock(g, home, owner.uid);
+      const got = await this.tryCandidates(g, home, view, owner, stats);
+      if (got) return got;
+    }
+
+    // 3. Pointer: nothing free in the block (or lost every race there): claim elsewhere, behind a pointer.
+    stats.path = 'pointer';
+    return this.claimBehindPointer(g, home, owner, view.pointer, stats);
+  }
+
+  /** The owner's allocation in its block, or the one its pointer names, confirmed on the address item. */
+  private async existing(g: PoolGeometry, view: BlockView, uid: string): Promise<Allocation | undefined> {
+    if (view.mine.length > 1)
+      this.log?.warn('owner holds more than one address in one pool', {
+        ownerUid: uid,
+        subnet: g.pool.subnet,
+        addresses: view.mine.map((it) => it.sk?.S),
+      });
+    const target = view.mine[0]?.sk?.S ?? view.pointer?.ptrSk?.S;
+    if (!target) return undefined;
+    const it = await this.getItem(g.pk, target);
+    return it?.ownerUid?.S === uid ? toAllocation(it) : undefined;
+  }
+
+  /**
+   * Never-used candidates of the block first, then its oldest released ones (up to `reuseBatch` of them, in random
+   * order so that concurrent owners spread out), each a conditional write; at most MAX_TRIES_PER_READ per read.
+   * The owner's first candidate, while never used, always goes first: that is what makes the blind write safe (a
+   * retry's blind write can only succeed where no claim of this owner could have gone before).
+   */
+  private async tryCandidates(
+    g: PoolGeometry,
+    home: HomeBlock,
+    view: BlockView,
+    owner: Owner,
+    stats: ClaimStats,
+  ): Promise<Allocation | undefined> {
+    const firstFree = home.first !== undefined && view.neverUsed.includes(home.first);
+    const fresh = [
+      ...(firstFree ? [home.first!] : []),
+      ...shuffled(view.neverUsed.filter((v) => v !== home.first)),
+    ].slice(0, MAX_TRIES_PER_READ);
+    for (const value of fresh) {
+      this.spend(g, stats);
+      const item = this.heldItem(g, value, owner);
+      const r = await this.store.sendConditional(
+        new PutItemCommand({
+          TableName: this.store.tableName,
+          Item: item,
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      if (r.ok) {
+        stats.source = 'never-used';
+        return toAllocation(item);
+      }
+      stats.conflicts++;
+    }
+    if (view.neverUsed.length > 0) return undefined; // read again: never-used ones still come first
+    const old = shuffled(view.released.slice(0, this.tuning.reuseBatch)).slice(0, MAX_TRIES_PER_READ);
+    for (const value of old) {
+      const got = await this.claimReleasedValue(g, value, owner, stats);
+      if (got) return got;
+    }
+    return undefined;
+  }
+
+  /**
+   * Claims outside the home block. The pointer item in the block names each candidate before it is claimed
+   * (a conditional write on the pointer as last seen), so a retry that reads the block follows it to the claim.
+   * A crash between the two writes leaves a pointer to an address the owner does not hold: ignored, replaced.
+   */
+  private async claimBehindPointer(
+    g: PoolGeometry,
+    home: HomeBlock,
+    owner: Owner,
+    pointer: Item | undefined,
+    stats: ClaimStats,
+  ): Promise<Allocation | undefined> {
+    let seen = pointer?.ptrSk?.S;
+    const point = async (value: bigint): Promise<void> => {
+      const target = addressSk(g.pool.family, value);
+      this.spend(g, stats);
+      const r = await this.store.sendConditional(
+        new PutItemCommand({
+          TableName: this.store.tableName,
+          Item: {
+            pk: { S: g.pk },
+            sk: { S: pointerSk(g, home, owner.uid) },
+            ptrOwner: { S: owner.uid },
+            ptrSk: { S: target },
+          },
+          ConditionExpression: seen ? '#ptrSk = :seen' : 'attribute_not_exists(pk)',
+          ...(seen && {
+            ExpressionAttributeNames: names('ptrSk'),
+            ExpressionAttributeValues: { ':seen': { S: seen } },
+          }),
+        }),
+      );
+      // Another claim of the same owner moved the pointer: the lease should have prevented it; retry later.
+      if (!r.ok)
+        throw new ConflictError(
+          `a concurrent claim for ${owner.name} in subnet ${g.pool.subnet}; retry later`,
+        );
+      seen = target;
+    };
+    const pointerKey = pointerSk(g, home, owner.uid);
+    const got =
+      (await this.claimNeverUsed(g, owner, stats, point, pointerKey)) ??
+      (await this.claimReleased(g, owner, stats, point, pointerKey));
+    return got;
+  }
+
+  private heldItem(g: PoolGeometry, value: bigint, owner: Owner, pointerKey?: string): Item {
+    const item: Item = {
+      pk: { S: g.pk },
+      sk: { S: addressSk(g.pool.family, value) },
+      subnet: { S: g.pool.subnet },
+      family: { N: String(g.pool.family) },
+      address: { S: formatAddress(g.pool.family, value) },
+      ownerUid: { S: owner.uid },
+      ownerName: { S: owner.name },
+      claimId: { S: randomUUID() },
+      claimedAt: { N: String(this.clock.now()) },
+      ...(pointerKey && { pointerSk: { S: pointerKey } }),
+    };
+    return item;
+  }
+
+  /** One released address, if still free: `attribute_exists(pk) AND attribute_not_exists(ownerUid)`. */
+  private async claimReleasedValue(
+    g: PoolGeometry,
+    value: bigint,
+    owner: Owner,
+    stats: ClaimStats,
+    pointerKey?: string,
+  ): Promise<Allocation | undefined> {
+    this.spend(g, stats);
+    const values: Item = {
+      ':uid': { S: owner.uid },
+      ':name': { S: owner.name },
+      ':cid': { S: randomUUID() },
+      ':now': { N: String(this.clock.now()) },
+    };
+    if (pointerKey) values[':ptr'] = { S: pointerKey };
+    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
+      new UpdateItemCommand({
+        TableName: this.store.tableName,
+        Key: key(g.pk, addressSk(g.pool.family, value)),
+        UpdateExpression:
+          'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now' +
+          (pointerKey ? ', #pointerSk = :ptr' : '') +
+          ' REMOVE #freePool, #releasedAt',
+        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
+        ExpressionAttributeNames: names(
+          'ownerUid',
+          'ownerName',
+          'claimId',
+          'claimedAt',
+          'freePool',
+          'releasedAt',
+          ...(pointerKey ? ['pointerSk'] : []),
+        ),
+        ExpressionAttributeValues: values,
+        ReturnValues: 'ALL_NEW',
+      }),
+    );
+    if (r.ok) {
+      stats.source = 'released';
+      return toAllocation(r.output.Attributes!);
+    }
+    stats.conflicts++;
+    return undefined;
+  }
+
+  /** One consistent Query of the owner's home block: its address items and the pointer items kept there. */
+  private async readBlock(g: PoolGeometry, home: HomeBlock, uid: string): Promise<BlockView> {
+    const view: BlockView = { mine: [], pointer: undefined, neverUsed: [], released: [], used: 0 };
+    const seen = new Set<bigint>();
+    const released: { value: bigint; at: number }[] = [];
+    const ptr = pointerSk(g, home, uid);
+    for await (const it of this.queryItems({
+      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
+      ExpressionAttributeValues: {
+        ':pk': { S: g.pk },
+        ':a': { S: addressSk(g.pool.family, home.start) },
+        // `~` sorts after the `#P#…` suffix of pointer keys and before the next address key.
+        ':b': { S: `${addressSk(g.pool.family, home.end)}~` },
+      },
+      // Only what the choice needs: the owner's own item, when there is one, is read whole afterwards.
+      ProjectionExpression: 'sk, #ownerUid, #releasedAt, #ptrSk',
+      ExpressionAttributeNames: names('ownerUid', 'releasedAt', 'ptrSk'),
+      ConsistentRead: true,
+    })) {
+      const sk = it.sk?.S ?? '';
+      if (sk === ptr) {
+        view.pointer = it;
+        continue;
+      }
+      const v = valueOfSk(sk);
+      if (v === undefined) continue; // another owner's pointer
+      if (it.ownerUid?.S === uid) view.mine.push(it);
+      if (g.slotOf(v) === undefined) continue; // no longer eligible (excludeIps changed): not a candidate
+      seen.add(v);
+      if (!it.ownerUid?.S) released.push({ value: v, at: Number(it.releasedAt?.N ?? '0') });
+    }
+    for (const v of home.eligible) if (!seen.has(v)) view.neverUsed.push(v);
+    view.released = released.sort((a, b) => a.at - b.at).map((r) => r.value);
+    view.used = home.eligible.length === 0 ? 1 : seen.size / home.eligible.length;
+    if (home.eligible.length > 0) this.observeFill(g, view.used);
+    return view;
+  }
+
+  private observeFill(g: PoolGeometry, used: number): void {
+    const prev = this.fill.get(g.pk);
+    this.fill.set(g.pk, prev === undefined ? used : prev * 0.7 + used * 0.3);
+    if (this.fill.size > 256) this.fill.clear();
+  }
+
+  /** Pool-wide never-used phase: a never-used address (no item at all), found through the pool's cursor. */
   private async claimNeverUsed(
     g: PoolGeometry,
     owner: Owner,
     stats: ClaimStats,
+    before: (value: bigint) => Promise<void>,
+    pointerKey: string,
   ): Promise<Allocation | undefined> {
     const cursor = this.cursorOf(g);
     for (;;) {
       const slot = await cursor.next();
       if (slot === undefined) return undefined;
-      this.spend(g, stats);
       const value = g.valueOf(slot);
-      const item: Item = {
-        pk: { S: g.pk },
-        sk: { S: addressSk(g.pool.family, value) },
-        subnet: { S: g.pool.subnet },
-        family: { N: String(g.pool.family) },
-        address: { S: formatAddress(g.pool.family, value) },
-        ownerUid: { S: owner.uid },
-        ownerName: { S: owner.name },
-        claimId: { S: randomUUID() },
-        claimedAt: { N: String(this.clock.now()) },
-      };
+      await before(value);
+      this.spend(g, stats);
+      const item = this.heldItem(g, value, owner, pointerKey);
       const r = await this.store.sendConditional(
         new PutItemCommand({
           TableName: this.store.tableName,
@@ -272,15 +559,17 @@ export class DynamoIpam implements Ipam {
   }
 
   /**
-   * Phase 2: a released address, oldest release first, spread at random over the oldest few. When this
-   * allocator has not lost a race for a while, the list it read serves its next claims for `reuseCacheMs` (a read
-   * saved per claim); a lost race means others are busy here, so it reads a fresh list for every claim again
-   * (a read is cheaper than a failed write).
+   * Pool-wide reuse phase: a released address, oldest release first, spread at random over the oldest few. When
+   * this allocator has not lost a race for a while, the list it read serves its next claims for `reuseCacheMs`
+   * (a read saved per claim); a lost race means others are busy here, so it reads a fresh list for every claim
+   * again (a read is cheaper than a failed write).
    */
   private async claimReleased(
     g: PoolGeometry,
     owner: Owner,
     stats: ClaimStats,
+    before: (value: bigint) => Promise<void>,
+    pointerKey: string,
   ): Promise<Allocation | undefined> {
     const id = `${g.pk}|${g.fingerprint}`;
     for (;;) {
@@ -302,37 +591,12 @@ export class DynamoIpam implements Ipam {
         this.freeCache.set(id, cached);
       }
       const value = cached.values.shift()!;
-      this.spend(g, stats);
-      const r = await this.store.sendConditional<UpdateItemCommandOutput>(
-        new UpdateItemCommand({
-          TableName: this.store.tableName,
-          Key: key(g.pk, addressSk(g.pool.family, value)),
-          UpdateExpression:
-            'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now REMOVE #freePool, #releasedAt',
-          ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
-          ExpressionAttributeNames: names(
-            'ownerUid',
-            'ownerName',
-            'claimId',
-            'claimedAt',
-            'freePool',
-            'releasedAt',
-          ),
-          ExpressionAttributeValues: {
-            ':uid': { S: owner.uid },
-            ':name': { S: owner.name },
-            ':cid': { S: randomUUID() },
-            ':now': { N: String(this.clock.now()) },
-          },
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
-      if (r.ok) {
-        stats.source = 'released';
+      await before(value);
+      const got = await this.claimReleasedValue(g, value, owner, stats, pointerKey);
+      if (got) {
         this.reuseCalm++;
-        return toAllocation(r.output.Attributes!);
+        return got;
       }
-      stats.conflicts++;
       this.reuseCalm = 0;
       this.freeCache.delete(id);
     }
@@ -602,13 +866,13 @@ export class DynamoIpam implements Ipam {
       condition += ' AND #claimId = :cid';
       values[':cid'] = { S: claimId };
     }
-    const r = await this.store.sendConditional(
+    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
       new UpdateItemCommand({
         TableName: this.store.tableName,
         Key: key(pk, sk),
         UpdateExpression:
           'SET #freePool = :pk, #releasedAt = :now, #lastOwnerUid = :uid ' +
-          'REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, #placedGateway, #placedPrefix',
+          'REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, #placedGateway, #placedPrefix, #pointerSk',
         ConditionExpression: condition,
         ExpressionAttributeNames: names(
           'freePool',
@@ -620,12 +884,27 @@ export class DynamoIpam implements Ipam {
           'claimedAt',
           'placedGateway',
           'placedPrefix',
+          'pointerSk',
         ),
         ExpressionAttributeValues: values,
+        ReturnValues: 'UPDATED_OLD',
       }),
     );
-    if (r.ok) this.metrics?.count('IpamReleases', 1, { subnet });
-    return r.ok;
+    if (!r.ok) return false;
+    this.metrics?.count('IpamReleases', 1, { subnet });
+    // Claimed from outside the owner's home block: its pointer goes too, unless it names another claim by now.
+    const ptr = r.output.Attributes?.pointerSk?.S;
+    if (ptr)
+      await this.store.sendConditional(
+        new DeleteItemCommand({
+          TableName: this.store.tableName,
+          Key: key(pk, ptr),
+          ConditionExpression: '#ptrOwner = :uid AND #ptrSk = :sk',
+          ExpressionAttributeNames: names('ptrOwner', 'ptrSk'),
+          ExpressionAttributeValues: { ':uid': { S: ownerUid }, ':sk': { S: sk } },
+        }),
+      );
+    return true;
   }
 
   // ------------------------------------------------------------------ garbage collection
@@ -753,6 +1032,12 @@ function toAllocation(it: Item): Allocation {
 
 function assertOwner(owner: Owner): void {
   if (!owner.uid) throw new InvalidSpecError('an allocation needs an owner uid');
+}
+
+function shuffled<T>(a: readonly T[]): T[] {
+  const out = [...a];
+  shuffle(out);
+  return out;
 }
 
 function shuffle<T>(a: T[]): void {

@@ -24,9 +24,56 @@ export function addressSk(family: Family, value: bigint): string {
   return `A#${value.toString(16).padStart(family === 4 ? 8 : 32, '0')}`;
 }
 
+/** The address value of an address key; undefined for any other key (a pointer key `A#<hex>#P#<uid>` too). */
 export function valueOfSk(sk: string): bigint | undefined {
-  if (!sk.startsWith('A#')) return undefined;
+  if (!sk.startsWith('A#') || sk.indexOf('#', 2) !== -1) return undefined;
   return BigInt(`0x${sk.slice(2)}`);
+}
+
+/** Addresses per home block: one consistent Query of at most this many address keys (plus pointers). */
+export const BLOCK_SIZE = 64n;
+/** A pool whose eligible addresses span at most this many values is one block (a /24 is read whole). */
+export const SINGLE_BLOCK_MAX = 256n;
+
+/**
+ * An owner's home block (ADR 0026): an aligned block of BLOCK_SIZE address values, picked by a hash of the owner
+ * uid among the blocks between the pool's first and last eligible address, or that whole hull when it spans at
+ * most SINGLE_BLOCK_MAX values (then concurrent owners see every free address, not a quarter of them). It depends
+ * on the uid and the hull only, so every claim and retry of one owner looks at the same block. `first` is the
+ * owner's first candidate.
+ */
+export interface HomeBlock {
+  start: bigint;
+  end: bigint;
+  /** Eligible addresses of the block, ascending. */
+  eligible: bigint[];
+  first: bigint | undefined;
+}
+
+export function homeBlock(g: PoolGeometry, uid: string): HomeBlock {
+  const h = createHash('sha256').update(uid).digest();
+  const hi = h.readBigUInt64BE(0);
+  const lo = h.readBigUInt64BE(8);
+  if (g.capacity === 0n) return { start: 0n, end: 0n, eligible: [], first: undefined };
+  const lowest = g.valueOf(0n);
+  const highest = g.valueOf(g.capacity - 1n);
+  let start = lowest;
+  let end = highest;
+  if (highest - lowest + 1n > SINGLE_BLOCK_MAX) {
+    const b0 = lowest / BLOCK_SIZE;
+    const b1 = highest / BLOCK_SIZE;
+    start = (b0 + (hi % (b1 - b0 + 1n))) * BLOCK_SIZE;
+    end = start + BLOCK_SIZE - 1n;
+  }
+  const eligible: bigint[] = [];
+  for (let v = start; v <= end; v++) if (g.slotOf(v) !== undefined) eligible.push(v);
+  const first = eligible.length > 0 ? eligible[Number(lo % BigInt(eligible.length))] : undefined;
+  return { start, end, eligible, first };
+}
+
+/** Key of an owner's pointer item: in its home block's key range, right after the block's first address key. */
+export function pointerSk(g: PoolGeometry, home: HomeBlock, uid: string): string {
+  return `${addressSk(g.pool.family, home.start)}#P#${uid}`;
 }
 
 /** Sort key of a full-segment marker, in the pool's partition (`F#` sorts after `A#`, before `META`). */

@@ -1,0 +1,97 @@
+/**
+ * claimAny's idempotency must not depend on a global secondary index: on AWS an index answers a moment after the
+ * write (ADR 0026). A seam on the client models that lag — every `byOwner` / `byFree` Query result hides the items
+ * claimed or released in the last LAG_MS — and a retry that comes within the lag must still get the owner's own
+ * address back, on every path the allocator takes (blind first write, home block, pointer).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDynamoIpam, type DynamoIpam } from '../../shared/adapters/dynamo/index.js';
+import type { Pool } from '../../shared/ports.js';
+import { ManualClock } from '../support/clock.js';
+import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+
+const LAG_MS = 60_000;
+
+let fx: DynamoFixture;
+beforeAll(async () => {
+  fx = await startDynamoFixture();
+});
+afterAll(async () => {
+  await fx?.close();
+});
+
+/** An adapter whose client sees the indexes LAG_MS behind the table (the clock never moves in these tests). */
+async function laggingIpam(clock: ManualClock): Promise<{ ipam: DynamoIpam; hidden: () => number }> {
+  const { tableName } = await fx.freshTable({ clock });
+  const client = fx.client();
+  let hidden = 0;
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      const out = await next(args);
+      const input = args.input as { IndexName?: string };
+      if (input.IndexName) {
+        const o = out.output as { Items?: Record<string, { N?: string }>[] };
+        const before = o.Items?.length ?? 0;
+        o.Items = o.Items?.filter((it) => {
+          const at = Number(it.claimedAt?.N ?? it.releasedAt?.N ?? '0');
+          return at <= clock.now() - LAG_MS;
+        });
+        hidden += before - (o.Items?.length ?? 0);
+      }
+      return out;
+    },
+    { step: 'initialize', name: 'indexLag' },
+  );
+  return { ipam: createDynamoIpam({ client, tableName, clock }), hidden: () => hidden };
+}
+
+describe('DynamoDB IPAM with a lagging index', () => {
+  it('the seam hides fresh allocations from the owner index (so the test below can fail)', async () => {
+    const clock = new ManualClock();
+    const { ipam, hidden } = await laggingIpam(clock);
+    const pool: Pool = { subnet: 's', family: 4, cidr: '10.1.0.0/24', gateway: '10.1.0.1', exclude: [] };
+    await ipam.claimAny(pool, { uid: 'u', name: 'e' });
+    expect(await ipam.findByOwner('u')).toEqual([]);
+    expect(hidden()).toBe(1);
+  });
+
+  it('a retry within the lag gets the same address back, on every claim path, and nobody holds two', async () => {
+    const clock = new ManualClock();
+    const { ipam } = await laggingIpam(clock);
+    // A /23 with its middle excluded: eight home blocks of 64 addresses, six of them with nothing eligible, so
+    // owners homed there take the pointer path; the others fill their block, then reuse released addresses.
+    const pool: Pool = {
+      subnet: 'lag',
+      family: 4,
+      cidr: '10.2.0.0/23',
+      gateway: '10.2.0.1',
+      exclude: ['10.2.0.41..10.2.1.199'],
+    };
+    const holder = new Map<string, string>();
+    const paths = new Set<string>();
+    for (let i = 0; i < 140; i++) {
+      const owner = { uid: `o${i}`, name: `eip-${i}` };
+      let a: Awaited<ReturnType<DynamoIpam['claimAny']>>;
+      try {
+        a = await ipam.claimAny(pool, owner);
+      } catch (e) {
+        expect((e as Error).name).toBe('NoAvailableAddressError');
+        break;
+      }
+      paths.add(ipam.lastClaim!.path);
+      // The retry, at once: the index shows nothing yet.
+      const again = await ipam.claimAny(pool, owner);
+      expect(again.address).toBe(a.address);
+      expect(ipam.lastClaim!.source).toBe('existing');
+      expect(holder.has(a.address)).toBe(false);
+      holder.set(a.address, owner.uid);
+      if (i % 10 === 9) {
+        // Release an earlier owner's address: the pool now has released addresses to reuse.
+        const [addr, uid] = [...holder.entries()][i % 7]!;
+        expect(await ipam.release('lag', addr, uid)).toBe(true);
+        holder.delete(addr);
+      }
+    }
+    expect([...paths].sort()).toEqual(['blind', 'block', 'pointer']);
+  });
+});
