@@ -1,37 +1,50 @@
 /**
  * The composition root: real adapters built once per cold start from validated configuration. Handlers call
  * `liveDeps()` (memoised); `npm run invoke` and the local stack call `buildDeps(config)` directly.
+ *
+ * Nothing here imports @kubernetes/client-node (ADR 0027): on EKS the adapters get a KubeEndpoint (endpoint, CA,
+ * a token minted from the role); a kubeconfig file (local runs) is read through client-node, loaded only then,
+ * through an import the Lambda bundler does not follow.
  */
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { KubeConfig } from '@kubernetes/client-node';
 import { type Config, loadConfig } from '../config/config.js';
 import { jsonLogger } from '../observability/log.js';
 import { EmfMetrics, TallyMetrics } from '../observability/metrics.js';
 import type { Deps, Logger, Metrics } from '../ports.js';
 import { cachedEksToken } from './aws/eks-token.js';
 import { createDynamoIpam, createDynamoLeases } from './dynamo/index.js';
-import { createK8sCluster, createK8sGateway, kubeConfigFromFile } from './k8s/index.js';
+// Not ./k8s/index.js: it re-exports the kubeconfig loader, which would bring client-node into the bundles.
+import { createK8sCluster } from './k8s/cluster.js';
+import { createK8sGateway } from './k8s/gateway.js';
+import type { KubeEndpoint, KubeSource } from './k8s/rest.js';
 
-/** A KubeConfig for EKS: endpoint and CA from configuration, a bearer token minted from the Lambda role. */
-export function eksKubeConfig(access: Extract<Config['kube'], { kind: 'eks' }>): KubeConfig {
-  const kc = new KubeConfig();
+/** EKS: endpoint and CA from configuration, a bearer token minted from the Lambda role (cached until near expiry). */
+export function eksEndpoint(access: Extract<Config['kube'], { kind: 'eks' }>): KubeEndpoint {
   const token = cachedEksToken({ clusterName: access.clusterName, region: access.region });
-  kc.loadFromClusterAndUser(
-    { name: access.clusterName, server: access.endpoint, caData: access.caData, skipTLSVerify: false },
-    { name: 'eip-lambdas-iam' },
-  );
-  kc.addAuthenticator({
-    isAuthProvider: (user) => user.name === 'eip-lambdas-iam',
-    applyAuthentication: async (_user, opts) => {
-      opts.headers = { ...(opts.headers ?? {}), Authorization: `Bearer ${await token()}` };
-    },
-  });
-  return kc;
+  return {
+    server: access.endpoint,
+    ca: Buffer.from(access.caData, 'base64'),
+    headers: async () => ({ Authorization: `Bearer ${await token()}` }),
+  };
 }
 
-export function kubeConfigOf(config: Config): KubeConfig {
-  return config.kube.kind === 'eks' ? eksKubeConfig(config.kube) : kubeConfigFromFile(config.kube.path);
+/**
+ * Where the adapters reach the API server. A kubeconfig file is read at the first request, through client-node
+ * (kubeconfig.ts): the specifier is computed so that esbuild leaves that module, and client-node, out of the
+ * Lambda bundles, which only ever use EKS access.
+ */
+export function kubeConfigOf(config: Config): KubeSource {
+  if (config.kube.kind === 'eks') return eksEndpoint(config.kube);
+  const path = config.kube.path;
+  const local = ['./k8s', 'kubeconfig.js'].join('/');
+  let loaded: Promise<KubeEndpoint> | undefined;
+  return () => {
+    loaded ??= (import(local) as Promise<typeof import('./k8s/kubeconfig.js')>).then((m) =>
+      m.endpointFromFile(path),
+    );
+    return loaded;
+  };
 }
 
 export function dynamoClientOf(config: Config): DynamoDBClient {
@@ -47,7 +60,8 @@ export function dynamoClientOf(config: Config): DynamoDBClient {
 export interface BuildOptions {
   log?: Logger;
   metrics?: Metrics;
-  kubeConfig?: KubeConfig;
+  /** A client-node KubeConfig or a KubeEndpoint; default: from the configuration. */
+  kubeConfig?: KubeSource;
   dynamo?: DynamoDBClient;
 }
 

@@ -1,8 +1,9 @@
-import { ApiException, Exec, KubeConfig } from '@kubernetes/client-node';
+import { Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
 import { eipPatchOps, pointerToken } from '../../shared/adapters/k8s/cluster.js';
 import { createK8sCluster, kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
+import { KubeHttpError } from '../../shared/adapters/k8s/rest.js';
 import {
   ClusterUnavailableError,
   ConflictError,
@@ -387,13 +388,13 @@ describe('emitEvent', () => {
 });
 
 describe('API failures', () => {
-  it('turns 500, 503 and 429 into ClusterUnavailableError with the status and the ApiException as cause', async () => {
+  it('turns 500, 503 and 429 into ClusterUnavailableError with the status and the HTTP error as cause', async () => {
     for (const code of [500, 503, 429]) {
       w.api.faults.apiError({ verb: 'get', resource: Plural.eip, name: 'f-any', code });
       const e = await thrown(() => cluster.getEip('f-any'));
       expect(e).toBeInstanceOf(ClusterUnavailableError);
       expect((e as ClusterUnavailableError).status).toBe(code);
-      expect((e as Error).cause).toBeInstanceOf(ApiException);
+      expect((e as Error).cause).toBeInstanceOf(KubeHttpError);
     }
   });
 

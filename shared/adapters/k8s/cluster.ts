@@ -1,27 +1,17 @@
 /**
- * The Cluster port on @kubernetes/client-node 1.4: kube-ovn's custom resources through CustomObjectsApi, the
- * gateway pods, ConfigMaps and Events through CoreV1Api. Every library error is translated here (errors.ts).
+ * The Cluster port on the thin REST client (rest.ts, ADR 0027): kube-ovn's custom resources, the gateway pods,
+ * ConfigMaps and Events, each one JSON request. Every client error is translated here (errors.ts).
  *
  * Writes, and why they look the way they do:
  * - status: a JSON merge patch on /status carrying only the fields given (no lost updates:
- *   docs/kube-ovn-differences.md#status-patches-carry-only-changes). client-node 1.4 sends
- *   json-patch by default, so the content type is set explicitly.
+ *   docs/kube-ovn-differences.md#status-patches-carry-only-changes).
  * - spec, labels, finalizers: one JSON patch whose first op tests /metadata/resourceVersion, so a write based on
  *   a stale read fails as a whole (ConflictError) instead of overwriting someone else's change. The ops are
  *   built against the object at exactly that resourceVersion — the copy this adapter last read, or a fresh GET —
  *   because JSON patch needs to know what exists (`add /metadata/labels` when there are none, `remove` only for
  *   a key that is there).
  */
-import {
-  CoreV1Api,
-  type CoreV1Event,
-  CustomObjectsApi,
-  type KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1ConfigMap,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import type { CoreV1Event, V1ConfigMap, V1Pod } from '@kubernetes/client-node';
 import { ConflictError, GatewayNotReadyError } from '../../domain/errors.js';
 import {
   API_VERSION,
@@ -51,9 +41,11 @@ import type {
   NatRuleRef,
 } from '../../ports.js';
 import { conflict, isPreconditionFailure, statusOf, translate } from './errors.js';
+import { KubeRest, type KubeSource } from './rest.js';
 
 export interface K8sClusterOptions {
-  kubeConfig: KubeConfig;
+  /** Where the API server is: a KubeEndpoint, a lazy one, or a client-node KubeConfig (local runs, tests). */
+  kubeConfig: KubeSource;
   /** Where the gateway pods and the nat-gw ConfigMaps live (kube-ovn's controller namespace). */
   namespace?: string;
   /** Where Events about the cluster-scoped EIPs go (kubectl describe looks in `default`). */
@@ -120,7 +112,7 @@ export function eipPatchOps(current: IptablesEip, change: EipObjectChange): Json
   return ops;
 }
 
-/** RFC 3339 in whole seconds, as the API server writes times (client-node hands them over as Date). */
+/** RFC 3339 in whole seconds, as the API server writes times (a Date when a caller built the object). */
 function rfc3339(t: Date | string | undefined): string | undefined {
   if (t === undefined) return undefined;
   const d = t instanceof Date ? t : new Date(t);
@@ -161,9 +153,12 @@ export function createK8sCluster(options: K8sClusterOptions): Cluster {
   return new K8sCluster(options);
 }
 
+const CUSTOM = `/apis/${GROUP}/${VERSION}`;
+const JSON_PATCH = 'application/json-patch+json';
+const MERGE_PATCH = 'application/merge-patch+json';
+
 class K8sCluster implements Cluster {
-  private readonly custom: CustomObjectsApi;
-  private readonly core: CoreV1Api;
+  private readonly rest: KubeRest;
   private readonly namespace: string;
   private readonly eventNamespace: string;
   private readonly log: Pick<Logger, 'warn'>;
@@ -171,8 +166,7 @@ class K8sCluster implements Cluster {
   private readonly seen = new Map<string, IptablesEip>();
 
   constructor(options: K8sClusterOptions) {
-    this.custom = options.kubeConfig.makeApiClient(CustomObjectsApi);
-    this.core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.rest = new KubeRest(options.kubeConfig);
     this.namespace = options.namespace ?? 'kube-system';
     this.eventNamespace = options.eventNamespace ?? 'default';
     this.log = options.log ?? defaultLog;
@@ -231,7 +225,7 @@ class K8sCluster implements Cluster {
     const labelSelector = `${Label.app}=vpc-nat-gw-${gw},${Label.vpcNatGw}=true`;
     let pods: V1Pod[];
     try {
-      pods = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector })).items;
+      pods = (await this.listPods(labelSelector)).items;
     } catch (e) {
       throw translate(e, `list pods in ${this.namespace} -l ${labelSelector}`);
     }
@@ -246,7 +240,7 @@ class K8sCluster implements Cluster {
   async listGatewayPods(): Promise<GatewayPod[]> {
     const labelSelector = `${Label.vpcNatGw}=true`;
     try {
-      const pods = (await this.core.listNamespacedPod({ namespace: this.namespace, labelSelector })).items;
+      const pods = (await this.listPods(labelSelector)).items;
       return pods.map((p) => toGatewayPod(p, this.namespace));
     } catch (e) {
       throw translate(e, `list pods in ${this.namespace} -l ${labelSelector}`);
@@ -287,10 +281,11 @@ class K8sCluster implements Cluster {
       ...ops,
     ];
     try {
-      const updated = (await this.custom.patchClusterCustomObject(
-        { group: GROUP, version: VERSION, plural: Plural.eip, name, body, fieldManager: FIELD_MANAGER },
-        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-      )) as IptablesEip;
+      const updated = await this.rest.request<IptablesEip>('PATCH', `${CUSTOM}/${Plural.eip}/${seg(name)}`, {
+        query: { fieldManager: FIELD_MANAGER },
+        body,
+        contentType: JSON_PATCH,
+      });
       this.remember(updated);
       return updated;
     } catch (e) {
@@ -310,17 +305,11 @@ class K8sCluster implements Cluster {
     const status = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
     if (Object.keys(status).length === 0) return this.getEip(name);
     try {
-      const updated = (await this.custom.patchClusterCustomObjectStatus(
-        {
-          group: GROUP,
-          version: VERSION,
-          plural: Plural.eip,
-          name,
-          body: { status },
-          fieldManager: FIELD_MANAGER,
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      )) as IptablesEip;
+      const updated = await this.rest.request<IptablesEip>(
+        'PATCH',
+        `${CUSTOM}/${Plural.eip}/${seg(name)}/status`,
+        { query: { fieldManager: FIELD_MANAGER }, body: { status }, contentType: MERGE_PATCH },
+      );
       this.remember(updated);
       return updated;
     } catch (e) {
@@ -334,6 +323,7 @@ class K8sCluster implements Cluster {
 
   async emitEvent(eip: IptablesEip, event: KubeEvent): Promise<void> {
     const now = new Date();
+    const at = rfc3339(now) as unknown as Date; // sent as JSON: the API server's own time format
     const body: CoreV1Event = {
       apiVersion: 'v1',
       kind: 'Event',
@@ -354,12 +344,12 @@ class K8sCluster implements Cluster {
       source: { component: REPORTING_COMPONENT },
       reportingComponent: REPORTING_COMPONENT,
       reportingInstance: process.env.AWS_LAMBDA_FUNCTION_NAME ?? REPORTING_COMPONENT,
-      firstTimestamp: now,
-      lastTimestamp: now,
+      firstTimestamp: at,
+      lastTimestamp: at,
       count: 1,
     };
     try {
-      await this.core.createNamespacedEvent({ namespace: this.eventNamespace, body });
+      await this.rest.request('POST', `/api/v1/namespaces/${seg(this.eventNamespace)}/events`, { body });
     } catch (e) {
       const err = translate(e, `create event for ${Plural.eip} "${eip.metadata.name}"`);
       this.log.warn('event not recorded', {
@@ -383,14 +373,15 @@ class K8sCluster implements Cluster {
     }
   }
 
+  private listPods(labelSelector: string): Promise<{ items: V1Pod[] }> {
+    return this.rest.request<{ items: V1Pod[] }>('GET', `/api/v1/namespaces/${seg(this.namespace)}/pods`, {
+      query: { labelSelector },
+    });
+  }
+
   private async getCustom<T>(plural: string, name: string): Promise<T | undefined> {
     try {
-      return (await this.custom.getClusterCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural,
-        name,
-      })) as T;
+      return await this.rest.request<T>('GET', `${CUSTOM}/${plural}/${seg(name)}`);
     } catch (e) {
       if (statusOf(e) === 404) return undefined;
       throw translate(e, `get ${plural} "${name}"`);
@@ -399,12 +390,9 @@ class K8sCluster implements Cluster {
 
   private async listCustom<T>(plural: string, labelSelector?: string): Promise<T[]> {
     try {
-      const list = (await this.custom.listClusterCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural,
-        ...(labelSelector !== undefined && { labelSelector }),
-      })) as { items?: T[] };
+      const list = await this.rest.request<{ items?: T[] }>('GET', `${CUSTOM}/${plural}`, {
+        query: { labelSelector },
+      });
       return list.items ?? [];
     } catch (e) {
       throw translate(e, `list ${plural}${labelSelector ? ` -l ${labelSelector}` : ''}`);
@@ -413,10 +401,18 @@ class K8sCluster implements Cluster {
 
   private async readConfigMap(name: string): Promise<V1ConfigMap | undefined> {
     try {
-      return await this.core.readNamespacedConfigMap({ name, namespace: this.namespace });
+      return await this.rest.request<V1ConfigMap>(
+        'GET',
+        `/api/v1/namespaces/${seg(this.namespace)}/configmaps/${seg(name)}`,
+      );
     } catch (e) {
       if (statusOf(e) === 404) return undefined;
       throw translate(e, `get configmap ${this.namespace}/${name}`);
     }
   }
+}
+
+/** One path segment (names are DNS labels in practice; encoded anyway). */
+function seg(s: string): string {
+  return encodeURIComponent(s);
 }

@@ -1,23 +1,23 @@
 /**
- * The one place where @kubernetes/client-node's errors become the product's taxonomy. An ApiException (or a
- * node-fetch network error) never leaves shared/adapters/k8s: it rides along as `cause`.
+ * The one place where the Kubernetes client's errors become the product's taxonomy. A KubeHttpError (or a socket
+ * error) never leaves shared/adapters/k8s: it rides along as `cause`.
  */
-import { ApiException } from '@kubernetes/client-node';
 import {
   ClusterUnavailableError,
   ConflictError,
   type EipError,
   InvalidSpecError,
 } from '../../domain/errors.js';
+import { KubeHttpError } from './rest.js';
 
 /** The HTTP status of a failed API call, if it got that far. */
 export function statusOf(e: unknown): number | undefined {
-  return e instanceof ApiException ? e.code : undefined;
+  return e instanceof KubeHttpError ? e.status : undefined;
 }
 
-/** The API server's Status message (`.body` is the raw response text in client-node 1.4). */
+/** The API server's Status message (`.body` is the raw response text). */
 export function apiMessage(e: unknown): string {
-  if (e instanceof ApiException) {
+  if (e instanceof KubeHttpError) {
     const body: unknown = e.body;
     if (typeof body === 'string') {
       try {
@@ -31,12 +31,10 @@ export function apiMessage(e: unknown): string {
         const message = typeof parsed.message === 'string' ? parsed.message : '';
         return [message, ...causes].filter(Boolean).join(': ') || body;
       } catch {
-        return body || `HTTP ${e.code}`;
+        return body || `HTTP ${e.status}`;
       }
     }
-    if (body && typeof body === 'object' && 'message' in body)
-      return String((body as { message: unknown }).message);
-    return `HTTP ${e.code}`;
+    return `HTTP ${e.status}`;
   }
   if (e instanceof Error) {
     const code = (e as { code?: unknown }).code;

@@ -1,16 +1,13 @@
 /**
- * The Gateway port on client-node 1.4's `Exec` (pods/exec over WebSocket): one nat-gateway.sh run as an argv
- * array, turned into one promise.
+ * The Gateway port on pods/exec over WebSocket (rest.ts, ADR 0027): one nat-gateway.sh run as an argv array,
+ * turned into one promise.
  *
- * client-node's `exec()` resolves when the socket opens; the outcome arrives later on the status channel. So the
+ * `KubeRest.exec()` resolves when the socket opens; the outcome arrives later on the status channel. So the
  * promise here settles on exactly one of: a Success status (resolve), a Failure status (GatewayCommandError with
  * the exit code from the NonZeroExitCode details), the socket closing without a status, the hard timeout, or the
- * caller's AbortSignal — the last three close the socket. stdout and stderr are always captured (a frame on a
- * channel without a writable is an uncaught throw inside client-node), and stderr alone is not a failure
+ * caller's AbortSignal — the last three close the socket. stdout and stderr are always captured, and stderr alone is not a failure
  * (docs/kube-ovn-differences.md#stderr-alone-is-not-a-failure).
  */
-import { Writable } from 'node:stream';
-import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
 import {
   ClusterUnavailableError,
   type EipError,
@@ -20,9 +17,11 @@ import {
 import { GATEWAY_CONTAINER } from '../../domain/kube-ovn.js';
 import { natGatewayArgv } from '../../domain/nat-gateway.js';
 import type { ExecResult, Gateway, GatewayPod, NatGwOp } from '../../ports.js';
+import { type ExecSocket, type ExecStatus, KubeRest, type KubeSource } from './rest.js';
 
 export interface K8sGatewayOptions {
-  kubeConfig: KubeConfig;
+  /** Where the API server is: a KubeEndpoint, a lazy one, or a client-node KubeConfig (local runs, tests). */
+  kubeConfig: KubeSource;
   /** Hard limit for one exec, from connect to exit status. */
   timeoutMs?: number;
 }
@@ -32,24 +31,16 @@ export const DEFAULT_EXEC_TIMEOUT_MS = 20_000;
 /** WebSocket.CLOSED */
 const CLOSED = 3;
 
-/** Minimal view of the socket client-node hands back. */
-interface Socket {
-  readonly readyState: number;
-  close(): void;
-  on(event: 'close', listener: () => void): unknown;
-  on(event: 'error', listener: (err: Error) => void): unknown;
-}
-
 export function createK8sGateway(options: K8sGatewayOptions): Gateway {
-  const exec = new Exec(options.kubeConfig);
+  const exec = new KubeRest(options.kubeConfig);
   const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   return {
     run: (pod, op, args, signal) => runOnce(exec, timeoutMs, pod, op, args, signal),
   };
 }
 
-/** The exit code a V1Status carries: 0 for Success, N for NonZeroExitCode, undefined for anything else. */
-export function exitCodeOf(status: V1Status): number | undefined {
+/** The exit code a Status carries: 0 for Success, N for NonZeroExitCode, undefined for anything else. */
+export function exitCodeOf(status: ExecStatus): number | undefined {
   if (status.status === 'Success') return 0;
   if (status.reason !== 'NonZeroExitCode') return undefined;
   const cause = status.details?.causes?.find((c) => c.reason === 'ExitCode');
@@ -57,12 +48,11 @@ export function exitCodeOf(status: V1Status): number | undefined {
   return Number.isInteger(code) ? code : undefined;
 }
 
-class Collector extends Writable {
+class Collector {
   private readonly chunks: Buffer[] = [];
 
-  override _write(chunk: Buffer | string, _enc: BufferEncoding, done: (error?: Error | null) => void): void {
-    this.chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
-    done();
+  write(chunk: Buffer): void {
+    this.chunks.push(Buffer.from(chunk));
   }
 
   text(): string {
@@ -70,7 +60,7 @@ class Collector extends Writable {
   }
 }
 
-/** A failed WebSocket upgrade: client-node rejects with ws's ErrorEvent/Error, "Unexpected server response: N". */
+/** A failed WebSocket upgrade: ws rejects with "Unexpected server response: N". */
 function connectError(e: unknown, target: string): EipError {
   const message = e instanceof Error ? e.message : String((e as { message?: unknown })?.message ?? e);
   const status = Number(/Unexpected server response: (\d{3})/.exec(message)?.[1]);
@@ -81,7 +71,7 @@ function connectError(e: unknown, target: string): EipError {
 }
 
 async function runOnce(
-  exec: Exec,
+  exec: KubeRest,
   timeoutMs: number,
   pod: GatewayPod,
   op: NatGwOp,
@@ -97,7 +87,7 @@ async function runOnce(
  * `argv` from constants or validated values only (nat-gateway.sh ops above; the audit's read-only inspection).
  */
 export async function runArgv(
-  exec: Exec,
+  exec: KubeRest,
   timeoutMs: number,
   pod: GatewayPod,
   argv: string[],
@@ -109,7 +99,7 @@ export async function runArgv(
   const stderr = new Collector();
 
   return new Promise<ExecResult>((resolve, reject) => {
-    let socket: Socket | undefined;
+    let socket: ExecSocket | undefined;
     let settled = false;
     const fail = (message: string, exitCode: number | undefined, cause?: unknown): void =>
       settle(() =>
@@ -142,7 +132,7 @@ export async function runArgv(
     }
     signal?.addEventListener('abort', onAbort, { once: true });
 
-    const onStatus = (status: V1Status): void => {
+    const onStatus = (status: ExecStatus): void => {
       const code = exitCodeOf(status);
       if (code === 0) {
         settle(() => resolve({ stdout: stdout.text(), stderr: stderr.text() }));
@@ -154,9 +144,13 @@ export async function runArgv(
     };
 
     exec
-      .exec(pod.namespace, pod.name, GATEWAY_CONTAINER, argv, stdout, stderr, null, false, onStatus)
+      .exec(pod.namespace, pod.name, GATEWAY_CONTAINER, argv, {
+        stdout: (c) => stdout.write(c),
+        stderr: (c) => stderr.write(c),
+        status: onStatus,
+      })
       .then((ws) => {
-        socket = ws as unknown as Socket;
+        socket = ws;
         if (settled) {
           socket.close();
           return;

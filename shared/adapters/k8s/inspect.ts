@@ -3,15 +3,15 @@
  * inspection commands in the pod's vpc-nat-gw container, through the same exec path as nat-gateway.sh
  * (gateway.ts). Nothing but `INSPECTION_ARGV` can be sent through it.
  */
-import { Exec, type KubeConfig } from '@kubernetes/client-node';
 import { type GatewayInspector, INSPECTION_ARGV } from '../../audit/inspect.js';
 import { DEFAULT_EXEC_TIMEOUT_MS, runArgv } from './gateway.js';
+import { KubeRest, type KubeSource } from './rest.js';
 
 export function createK8sInspector(options: {
-  kubeConfig: KubeConfig;
+  kubeConfig: KubeSource;
   timeoutMs?: number;
 }): GatewayInspector {
-  const exec = new Exec(options.kubeConfig);
+  const exec = new KubeRest(options.kubeConfig);
   const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   return {
     read(pod, command, signal) {

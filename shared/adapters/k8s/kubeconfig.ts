@@ -1,10 +1,12 @@
 /**
- * Loading a KubeConfig for local runs and the local stack. On EKS the lead's composition root builds one from
- * the cluster endpoint, CA and a minted token instead; every adapter here only ever takes a KubeConfig.
+ * Loading a KubeConfig for local runs and the local stack (client-node parses the file). On EKS the composition
+ * root builds a KubeEndpoint from the cluster endpoint, CA and a minted token instead, and the Lambda bundles never
+ * load this module (ADR 0027).
  */
 import { existsSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError } from '../../config/config.js';
+import { endpointOfKubeConfig, type KubeEndpoint } from './rest.js';
 
 /**
  * The kubeconfig at `path`, or the first file named in KUBECONFIG.
@@ -26,4 +28,9 @@ export function kubeConfigFromFile(path?: string, env: NodeJS.ProcessEnv = proce
     throw new ConfigError([`kubeconfig ${file}${origin} has no current context naming a cluster`]);
   }
   return kc;
+}
+
+/** The endpoint of the kubeconfig at `path` (see kubeConfigFromFile), for the thin client (rest.ts). */
+export function endpointFromFile(path: string): Promise<KubeEndpoint> {
+  return endpointOfKubeConfig(kubeConfigFromFile(path));
 }
