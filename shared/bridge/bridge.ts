@@ -1,31 +1,48 @@
 /**
- * The bridge: informers → Tracker (last-seen copy + pure routing) → keyed queue (one event in flight per EIP,
- * duplicates dropped) → sink. It never decides state; handlers are level-triggered and re-read the object.
- * A periodic resync re-sends every known EIP to update, because watches lose events and sinks give up.
+ * The bridge: informers → Tracker (last-seen copy + pure routing) → work queue (one event in flight per EIP,
+ * coalescing, bounded) → sink. It never decides state; handlers are level-triggered and re-read the object.
+ * An event the sink gives up on is queued again with backoff (ADR 0019); a periodic resync re-sends every known
+ * EIP as the last safety net.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { type EipEvent, eventId } from '../events.js';
 import { jsonLogger } from '../observability/log.js';
-import type { Logger } from '../ports.js';
+import type { Logger, Metrics } from '../ports.js';
+import { backoffDelay, sleep } from './backoff.js';
+import { ForeignWriterWatch } from './foreign.js';
 import { startHealthServer } from './health.js';
-import { KeyedQueue } from './keyed-queue.js';
 import { nameOf, rvOf, uidOf } from './objects.js';
 import type { Sink } from './sinks/sink.js';
-import { errorText, sleep } from './sinks/sink.js';
+import { errorText, SinkGaveUp } from './sinks/sink.js';
 import { InformerSource } from './source.js';
 import { type BridgeStats, Counters } from './stats.js';
 import { Tracker } from './tracker.js';
+import { WorkQueue } from './work-queue.js';
 
 export interface BridgeOptions {
   kubeConfig: KubeConfig;
-  /** Where the NAT gateway pods live (kube-ovn's controller namespace). Default kube-system. */
+  /** Where the NAT gateway pods and the nat-gw ConfigMaps live (kube-ovn's controller namespace). Default kube-system. */
   namespace?: string;
   sink: Sink;
   /** Period of the resync that re-sends every EIP to update. Default 10 minutes; 0 turns it off. */
   resyncMs?: number;
   /** EIPs handled at once (events for one EIP never overlap). Default 16. */
   concurrency?: number;
+  /**
+   * Waiting events at which the bridge pauses its watches until the queue is half empty (back-pressure; ADR 0018).
+   * Default 10 000.
+   */
+  queueLimit?: number;
+  /** First and longest delay before an event the sink gave up on is sent again. Defaults 1 s and 60 s. */
+  requeueBackoffMs?: number;
+  maxRequeueBackoffMs?: number;
   log?: Logger;
+  /** Where the bridge's own metrics go (heartbeat, failures, queue depth, foreign writers). */
+  metrics?: Metrics & { flush?(): Promise<void> };
+  /** Heartbeat period: every period the bridge counts BridgeHeartbeat while healthy and flushes metrics. Default 60 s; 0 = off. */
+  heartbeatMs?: number;
+  /** Field managers that are the product itself (default: the k8s adapter's). Others writing EIP status are reported. */
+  ownFieldManagers?: readonly string[];
   /** undefined = no HTTP server; 0 = an ephemeral port. */
   healthPort?: number;
   /** Address the health server binds. Default 127.0.0.1 (the container entry point binds 0.0.0.0). */
@@ -43,12 +60,12 @@ export interface Bridge {
   /** Re-sends every known EIP to update (reason `resync`) now. */
   resyncNow(): Promise<void>;
   /**
-   * Graceful stop: stops the watches and the resync, lets queued events reach the sink (and the sink flush) until
-   * the deadline, then stops. Events still queued then are dropped with a log line: the next bridge's start-up
-   * list sends every EIP again.
+   * Graceful stop: stops the watches and the resync, stops the sink's retries (what is running finishes and gives
+   * its lease back), lets queued events reach the sink (and the sink flush) until the deadline, then stops. Events
+   * still queued then are dropped with a log line: the next bridge's start-up list sends every EIP again.
    */
   drain(timeoutMs?: number): Promise<void>;
-  /** Resolves once nothing is queued in the bridge or in flight to the sink. */
+  /** Resolves once nothing is queued in the bridge or in flight to the sink (retries waiting for later do not count). */
   idle(): Promise<void>;
   /** http://host:port of the health server, when there is one. */
   healthUrl?: string;
@@ -60,32 +77,105 @@ interface Queued {
   observedAt: number;
 }
 
+/**
+ * The coalescing slot of an event: one per EIP object, handler, and — for `qos-policy-changed`, the one reason a
+ * handler acts on — reason. A newer event in a slot replaces a waiting older one: handlers re-read the object, so
+ * the newer event does everything the older would have.
+ */
+export function slotOf(e: EipEvent): string {
+  return `${e.object.name}|${e.object.uid ?? ''}|${e.handler}|${e.reason === 'qos-policy-changed' ? 'qos' : ''}`;
+}
+
 export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const log = (options.log ?? jsonLogger()).child({ component: 'bridge' });
   const namespace = options.namespace ?? 'kube-system';
-  const { sink } = options;
+  const { sink, metrics } = options;
   const counters = new Counters();
   const tracker = new Tracker();
+  const foreign = new ForeignWriterWatch();
+  const requeueBase = options.requeueBackoffMs ?? 1_000;
+  const requeueMax = options.maxRequeueBackoffMs ?? 60_000;
+  const queueLimit = options.queueLimit ?? 10_000;
   let draining = false;
+  let source: InformerSource | undefined;
+  let failedSinceFlush = 0;
 
-  const queue = new KeyedQueue<Queued>({
+  /** Permanent failures wait longer: they heal only when someone fixes the configuration or the permissions. */
+  const requeueDelay = (attempt: number, permanent: boolean) =>
+    permanent
+      ? backoffDelay(attempt, Math.max(requeueBase, 10_000), Math.max(requeueMax, 300_000))
+      : backoffDelay(attempt, requeueBase, requeueMax);
+
+  const fields = (q: Queued) => ({
+    eventId: q.event.id,
+    eip: q.event.object.name,
+    handler: q.event.handler,
+    reason: q.event.reason,
+  });
+
+  const queue: WorkQueue<Queued> = new WorkQueue<Queued>({
     concurrency: options.concurrency ?? 16,
+    limit: queueLimit,
     keyOf: (q) => q.event.object.name,
+    slotOf: (q) => slotOf(q.event),
     idOf: (q) => q.event.id,
     run: async (q) => {
       await sink.send(q.event);
       counters.eventsOut[q.event.handler]++;
       counters.observeLag(Date.now() - q.observedAt);
     },
-    onError: (q, e) => {
+    retry: (_q, e, attempt) =>
+      draining ? undefined : requeueDelay(attempt, e instanceof SinkGaveUp && e.permanent),
+    onError: (q, e, { attempt, retryInMs }) => {
+      if (draining) {
+        counters.droppedOnDrain++;
+        log.warn('event not delivered: the bridge is draining', { ...fields(q), error: errorText(e) });
+        return;
+      }
       counters.failures++;
-      log.error('event not delivered', {
-        eventId: q.event.id,
-        eip: q.event.object.name,
-        handler: q.event.handler,
-        reason: q.event.reason,
+      failedSinceFlush++;
+      if (retryInMs !== undefined) counters.requeued++;
+      log.error('event not delivered; queued again', {
+        ...fields(q),
         error: errorText(e),
+        attempt,
+        retryInMs,
       });
+    },
+    onPressure: (full) => {
+      if (full) {
+        counters.pauses++;
+        log.warn('queue full: pausing the watches', { waiting: queue.waitingCount(), limit: queueLimit });
+        void source?.pause();
+      } else {
+        log.info('queue has room again: resuming the watches', { waiting: queue.waitingCount() });
+        if (!draining) source?.resume();
+      }
+    },
+  });
+
+  sink.subscribe?.({
+    gaveUp: (event, error, permanent) => {
+      if (draining) {
+        counters.droppedOnDrain++;
+        return;
+      }
+      counters.failures++;
+      failedSinceFlush++;
+      const q = { event, observedAt: Date.now() };
+      const delay = requeueDelay(queue.attemptsOf(q) + 1, permanent);
+      counters.requeued++;
+      log.warn('sink gave up on an event; queued again', {
+        ...fields(q),
+        error,
+        permanent,
+        retryInMs: delay,
+      });
+      queue.pushLater(q, delay);
+    },
+    retryAfter: (event, delayMs) => {
+      if (draining) return;
+      queue.pushLater({ event, observedAt: Date.now() }, delayMs);
     },
   });
 
@@ -93,46 +183,80 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     const emittedAt = new Date(observedAt).toISOString();
     for (const event of events) {
       event.emittedAt = emittedAt;
-      if (queue.push({ event, observedAt })) {
+      const result = queue.push({ event, observedAt });
+      if (result === 'queued' || result === 'replaced') {
         counters.eventsIn[event.handler]++;
+        if (result === 'replaced') counters.coalesced++;
         log.debug('routed', {
           eventId: event.id,
           eip: event.object.name,
           handler: event.handler,
           reason: event.reason,
+          ...(result === 'replaced' && { coalesced: true }),
         });
-      } else if (!draining) {
+      } else if (result === 'duplicate') {
         counters.duplicates++;
       }
     }
   };
 
-  const source = new InformerSource({
+  const ownManagers = options.ownFieldManagers;
+  source = new InformerSource({
     kubeConfig: options.kubeConfig,
     namespace,
     log,
     ...(options.restartBackoffMs !== undefined && { restartBackoffMs: options.restartBackoffMs }),
     onChange: (kind, type, object, { initial }) => {
       if (draining) return;
+      if (kind === 'IptablesEIP') {
+        if (type === 'DELETED') foreign.forget(object);
+        else
+          for (const w of foreign.observe(object, ownManagers)) {
+            counters.foreignWrites[w.manager] = (counters.foreignWrites[w.manager] ?? 0) + 1;
+            metrics?.count('ForeignWriter', 1, { manager: w.manager });
+            log.warn('another controller writes this EIP; leaving it alone', {
+              eip: nameOf(object),
+              manager: w.manager,
+              fields: w.fields,
+              at: w.time,
+              note: 'run one controller per EIP: see the coexistence section of docs/kube-ovn-differences.md',
+            });
+          }
+      }
       enqueue(tracker.observe(kind, type, object, { initial }), Date.now());
     },
   });
 
+  const sinkFailing = (): string | undefined => sink.stats?.()?.failingPermanently;
+
   const stats = (): BridgeStats => {
     const s = sink.stats?.();
+    const watchesReady = source!.ready();
     return {
       eventsIn: { ...counters.eventsIn },
       eventsOut: { ...counters.eventsOut },
+      delivered: s?.delivered ?? Object.values(counters.eventsOut).reduce((a, b) => a + b, 0),
       duplicates: counters.duplicates,
+      coalesced: counters.coalesced,
+      requeued: counters.requeued,
       retries: s?.retries ?? 0,
-      failures: counters.failures + (s?.failures ?? 0),
+      failures: counters.failures,
+      droppedOnDrain: counters.droppedOnDrain,
+      permanentFailures: s?.permanentFailures ?? 0,
       deadLetters: s?.deadLetters ?? 0,
       queueDepth: queue.depth(),
+      queueRetrying: queue.retrying(),
+      queueLimit,
+      queuePauses: counters.pauses,
       sinkBuffered: s?.buffered ?? 0,
+      ...(s?.failingPermanently && { sinkFailingPermanently: s.failingPermanently }),
+      foreignWrites: { ...counters.foreignWrites },
       lagSeconds: { ...counters.lag, buckets: [...counters.lag.buckets] },
       resyncs: counters.resyncs,
-      ready: source.ready(),
-      watches: source.status(),
+      heartbeats: counters.heartbeats,
+      watchesReady,
+      ready: watchesReady && !s?.failingPermanently,
+      watches: source!.status(),
     };
   };
 
@@ -168,9 +292,26 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     log.info('resync', { eips: events.length });
   };
 
+  const heartbeat = async (): Promise<void> => {
+    if (!metrics) return;
+    const failing = sinkFailing();
+    if (source!.ready() && !failing) {
+      counters.heartbeats++;
+      metrics.count('BridgeHeartbeat', 1);
+    }
+    metrics.count('BridgeEventsFailed', failedSinceFlush);
+    failedSinceFlush = 0;
+    metrics.count('BridgeQueueDepth', queue.depth());
+    await metrics.flush?.();
+  };
+
   const resyncMs = options.resyncMs ?? 600_000;
   const resyncTimer = resyncMs > 0 ? setInterval(() => void resyncNow(), resyncMs) : undefined;
   resyncTimer?.unref();
+  const heartbeatMs = options.heartbeatMs ?? 60_000;
+  const heartbeatTimer =
+    metrics && heartbeatMs > 0 ? setInterval(() => void heartbeat(), heartbeatMs) : undefined;
+  heartbeatTimer?.unref();
   const statsMs = options.statsIntervalMs ?? 60_000;
   const statsTimer =
     statsMs > 0
@@ -191,11 +332,16 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       draining = true;
       clearInterval(resyncTimer);
       clearInterval(statsTimer);
+      clearInterval(heartbeatTimer);
       queue.close();
-      await source.stop();
+      await source!.stop();
       const deadline = new AbortController();
+      // The sink stops retrying first: a queued event should not wait behind another's backoff, and a handler
+      // that is running finishes and gives its lease back.
+      const closing = sink.close?.();
       const finished = (async () => {
         await queue.idle();
+        await closing;
         await sink.flush?.();
       })();
       const outcome = await Promise.race([
@@ -210,6 +356,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
         inFlight: queue.running(),
         ...(left.length > 0 && { note: 'the next start-up list re-sends every EIP' }),
       });
+      await metrics?.flush?.();
       await health?.close();
     })();
     return drained;

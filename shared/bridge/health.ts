@@ -1,6 +1,6 @@
 /**
  * The bridge's small HTTP server: /healthz (the process answers), /readyz (every watch has listed and is
- * watching; 503 with the watch states otherwise), /metrics (Prometheus text).
+ * watching, and the sink is not failing permanently; 503 with the watch and sink states otherwise), /metrics (Prometheus text).
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -26,7 +26,11 @@ export async function startHealthServer(
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
     } else if (path === '/readyz') {
       const s = stats();
-      const body = `${JSON.stringify({ ready: s.ready, watches: s.watches })}\n`;
+      const body = `${JSON.stringify({
+        ready: s.ready,
+        watches: s.watches,
+        ...(s.sinkFailingPermanently && { sink: { failingPermanently: s.sinkFailingPermanently } }),
+      })}\n`;
       res.writeHead(s.ready ? 200 : 503, { 'content-type': 'application/json' }).end(body);
     } else if (path === '/metrics') {
       res

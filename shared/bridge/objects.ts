@@ -24,6 +24,8 @@ export interface KubeObject {
   };
   spec?: Record<string, unknown>;
   status?: Record<string, unknown>;
+  /** ConfigMaps. */
+  data?: Record<string, string>;
 }
 
 /** The kinds the bridge watches, by the `kind` their objects carry. */
@@ -33,7 +35,10 @@ export const WATCHED_KINDS = [
   'IptablesDnatRule',
   'IptablesSnatRule',
   'QoSPolicy',
+  'Subnet',
+  'VpcNatGateway',
   'Pod',
+  'ConfigMap',
 ] as const;
 export type WatchedKind = (typeof WATCHED_KINDS)[number];
 export const NAT_RULE_KINDS = ['IptablesFIPRule', 'IptablesDnatRule', 'IptablesSnatRule'] as const;

@@ -8,7 +8,8 @@
  * routes a change when a handler has something to do about it, and routes nothing for changes that only echo a
  * handler's own writes (status, labels, finalizers).
  */
-import { type EipEvent, eventId, type HandlerName, type Reason } from '../events.js';
+import { DEFAULT_EXTERNAL_SUBNET } from '../domain/kube-ovn.js';
+import { type EipEvent, eventId, type HandlerName, REASONS, type Reason } from '../events.js';
 import {
   fanOutId,
   field,
@@ -25,8 +26,9 @@ import {
   uidOf,
   type WatchedKind,
 } from './objects.js';
+import type { WatchType } from './watch.js';
 
-export type WatchType = 'ADDED' | 'MODIFIED' | 'DELETED';
+export type { WatchType };
 
 /** One change as the bridge sees it: the watch verb, the new object (for DELETED: the last state), the previous one. */
 export interface Change {
@@ -47,7 +49,7 @@ export interface Change {
 export function route(change: Change, eips: Iterable<KubeObject> = []): EipEvent[] {
   switch (change.kind) {
     case 'IptablesEIP':
-      return routeEip(change);
+      return [...routeEip(change), ...routeReleased(change, eips)];
     case 'IptablesFIPRule':
     case 'IptablesDnatRule':
     case 'IptablesSnatRule':
@@ -56,6 +58,12 @@ export function route(change: Change, eips: Iterable<KubeObject> = []): EipEvent
       return change.initial ? [] : routeGatewayPod(change, eips);
     case 'QoSPolicy':
       return routeQosPolicy(change, eips);
+    case 'Subnet':
+      return change.initial ? [] : routeSubnet(change, eips);
+    case 'VpcNatGateway':
+      return change.initial ? [] : routeNatGateway(change, eips);
+    case 'ConfigMap':
+      return change.initial ? [] : routeNatGwConfig(change, eips);
   }
 }
 
@@ -236,4 +244,141 @@ export function routeQosPolicy(
     out.push(e);
   }
   return out.sort((a, b) => (a.object.name < b.object.name ? -1 : 1));
+}
+
+// ------------------------------------------------------------------------------------------- blockers
+
+/**
+ * The reasons the re-routing below wants. Until the event contract (events/schema.json) lists one, the event
+ * goes out as `resync` — the handlers treat every update reason alike except `qos-policy-changed` — so the bridge
+ * never sends a reason a handler would refuse. See ADR 0020.
+ */
+export const BLOCKER_REASONS = {
+  addressReleased: 'address-released',
+  qosPolicyUnbound: 'qos-policy-unbound',
+  subnetChanged: 'subnet-changed',
+  gatewayChanged: 'gateway-changed',
+  natGwConfigChanged: 'nat-gw-config-changed',
+} as const;
+
+export function blockerReason(wanted: (typeof BLOCKER_REASONS)[keyof typeof BLOCKER_REASONS]): Reason {
+  return (REASONS as readonly string[]).includes(wanted) ? (wanted as Reason) : 'resync';
+}
+
+/** An EIP that may be blocked: not terminating and not Ready (rejected, or never provisioned). */
+export function isWaiting(eip: KubeObject): boolean {
+  return !isTerminating(eip) && eip.status?.ready !== true;
+}
+
+const externalSubnetOf = (eip: KubeObject): string =>
+  field(eip, 'spec', 'externalSubnet') || DEFAULT_EXTERNAL_SUBNET;
+
+/** `update` for each target EIP, with ids fanned out from the triggering object's change. */
+function fanOut(trigger: KubeObject, reason: Reason, targets: Iterable<KubeObject>): EipEvent[] {
+  const base = eventId(uidOf(trigger), rvOf(trigger), reason);
+  const out: EipEvent[] = [];
+  for (const eip of targets) {
+    const e = eipEvent(eip, 'update', reason);
+    e.id = fanOutId(base, nameOf(eip));
+    out.push(e);
+  }
+  return out.sort((a, b) => (a.object.name < b.object.name ? -1 : 1));
+}
+
+function* waitingWhere(eips: Iterable<KubeObject>, self: string, match: (eip: KubeObject) => boolean) {
+  for (const eip of eips) if (nameOf(eip) !== self && isWaiting(eip) && match(eip)) yield eip;
+}
+
+/**
+ * What an EIP's change frees for others. Deleted: its address goes back to the pool (waiting EIPs on the same
+ * external subnet may now get one, or the static address they asked for) and its QoS policy is unbound. A
+ * `spec.qosPolicy` switched away also unbinds the old policy (an unshared policy may be bound to one EIP only).
+ */
+export function routeReleased(
+  change: Pick<Change, 'type' | 'object' | 'old'>,
+  eips: Iterable<KubeObject>,
+): EipEvent[] {
+  const { type, object: eip, old } = change;
+  const self = nameOf(eip);
+  if (!self) return [];
+  const list = [...eips];
+  if (type === 'DELETED') {
+    const subnet = externalSubnetOf(eip);
+    const policy = field(eip, 'spec', 'qosPolicy');
+    return fanOut(
+      eip,
+      blockerReason(BLOCKER_REASONS.addressReleased),
+      waitingWhere(
+        list,
+        self,
+        (e) => externalSubnetOf(e) === subnet || (policy !== '' && field(e, 'spec', 'qosPolicy') === policy),
+      ),
+    );
+  }
+  if (type !== 'MODIFIED' || !old || uidOf(old) !== uidOf(eip)) return [];
+  const before = field(old, 'spec', 'qosPolicy');
+  if (before === '' || before === field(eip, 'spec', 'qosPolicy')) return [];
+  return fanOut(
+    eip,
+    blockerReason(BLOCKER_REASONS.qosPolicyUnbound),
+    waitingWhere(list, self, (e) => field(e, 'spec', 'qosPolicy') === before),
+  );
+}
+
+/** Created, re-created or its spec changed (status changes — usage counters — route nothing). */
+function specAppeared(change: Pick<Change, 'type' | 'object' | 'old'>): boolean {
+  const { type, object, old } = change;
+  if (type === 'DELETED') return false;
+  if (type === 'ADDED' || !old || uidOf(old) !== uidOf(object)) return true;
+  return !sameJson(old.spec, object.spec);
+}
+
+/** A Subnet created or its spec changed → update each waiting EIP on that external subnet. */
+export function routeSubnet(
+  change: Pick<Change, 'type' | 'object' | 'old'>,
+  eips: Iterable<KubeObject>,
+): EipEvent[] {
+  const subnet = nameOf(change.object);
+  if (!subnet || !specAppeared(change)) return [];
+  return fanOut(
+    change.object,
+    blockerReason(BLOCKER_REASONS.subnetChanged),
+    waitingWhere(eips, '', (e) => externalSubnetOf(e) === subnet),
+  );
+}
+
+/** A VpcNatGateway created or its spec changed → update each waiting EIP on that gateway. */
+export function routeNatGateway(
+  change: Pick<Change, 'type' | 'object' | 'old'>,
+  eips: Iterable<KubeObject>,
+): EipEvent[] {
+  const gateway = nameOf(change.object);
+  if (!gateway || !specAppeared(change)) return [];
+  return fanOut(
+    change.object,
+    blockerReason(BLOCKER_REASONS.gatewayChanged),
+    waitingWhere(eips, '', (e) => field(e, 'spec', 'natGwDp') === gateway),
+  );
+}
+
+/**
+ * One of the ConfigMaps that switch the VPC NAT gateway feature on (the source passes only those two) created,
+ * deleted, or its data changed → update every EIP that is not terminating: switching the feature off makes them
+ * not Ready with a condition, switching it on brings them back.
+ */
+export function routeNatGwConfig(
+  change: Pick<Change, 'type' | 'object' | 'old'>,
+  eips: Iterable<KubeObject>,
+): EipEvent[] {
+  const { type, object, old } = change;
+  if (!nameOf(object)) return [];
+  if (type === 'MODIFIED' && old && uidOf(old) === uidOf(object) && sameJson(old.data, object.data))
+    return [];
+  const targets = [...eips].filter((e) => !isTerminating(e));
+  // A deleted ConfigMap's last state carries the resourceVersion it had; the deletion is a change of its own.
+  const trigger =
+    type === 'DELETED'
+      ? { ...object, metadata: { ...object.metadata, resourceVersion: `${rvOf(object) ?? ''}-deleted` } }
+      : object;
+  return fanOut(trigger, blockerReason(BLOCKER_REASONS.natGwConfigChanged), targets);
 }

@@ -1,32 +1,23 @@
 /**
- * The watch side of the bridge: one client-node informer (`makeInformer`, list then watch) per watched kind.
- *
- * client-node 1.4's ListWatch relists by itself after a 410 (history compacted) and re-watches from the last
- * resourceVersion when the server ends a stream, but it stops for good on any other error (connection refused
- * while the API restarts, a 5xx on list). Each WatchedResource here restarts its informer after such an error,
- * with exponential backoff and jitter; the restart resumes from the last resourceVersion, or relists if that is
- * gone. Nothing is lost: a change made while the watch was down arrives as a watch event (history kept) or as a
- * difference found by the relist.
+ * The watch side of the bridge: one self-restarting informer (shared/bridge/watch.ts) per watched kind — the
+ * kube-ovn CRs the EIP path reads, the gateway pods, and the two ConfigMaps that switch the VPC NAT gateway
+ * feature on. Nothing is lost across errors: a change made while a watch was down arrives as a watch event
+ * (history kept) or as a difference found by the relist.
  */
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  type Informer,
-  type KubeConfig,
-  type KubernetesObject,
-  makeInformer,
-} from '@kubernetes/client-node';
-import { GROUP, Label, Plural, VERSION } from '../domain/kube-ovn.js';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { GROUP, Label, NatGwConfigMap, Plural, VERSION } from '../domain/kube-ovn.js';
 import type { Logger } from '../ports.js';
-import { type KubeObject, keyOf, type WatchedKind } from './objects.js';
-import type { WatchType } from './route.js';
-import { backoffDelay, errorText } from './sinks/sink.js';
+import type { KubeObject, WatchedKind } from './objects.js';
+import { type WatchStatus as GenericWatchStatus, ResilientInformer, type WatchType } from './watch.js';
 
 export interface WatchSpec {
   kind: WatchedKind;
+  /** The watch's name in status, logs and metrics: the kind, or `ConfigMap/<name>`. */
+  name: string;
   /** The collection path the informer lists and watches. */
   path: string;
   labelSelector?: string;
+  fieldSelector?: string;
   /** path plus the label selector, for a raw watch. */
   watchPath: string;
 }
@@ -37,25 +28,46 @@ const CR_PLURALS: [WatchedKind, string][] = [
   ['IptablesDnatRule', Plural.dnat],
   ['IptablesSnatRule', Plural.snat],
   ['QoSPolicy', Plural.qos],
+  ['Subnet', Plural.subnet],
+  ['VpcNatGateway', Plural.gateway],
 ];
 
 export const GATEWAY_POD_SELECTOR = `${Label.vpcNatGw}=true`;
 
-/** What the bridge watches: the kube-ovn CRs (cluster-scoped) and the gateway pods in `namespace`. EIPs first. */
+/** The ConfigMaps (in the gateway namespace) the bridge cares about; others in the namespace are ignored. */
+export const WATCHED_CONFIG_MAPS: readonly string[] = [NatGwConfigMap.enable, NatGwConfigMap.image];
+
+/**
+ * What the bridge watches: the kube-ovn CRs (cluster-scoped), the gateway pods and the ConfigMaps in `namespace`.
+ * EIPs first.
+ */
 export function watchPaths(namespace: string): WatchSpec[] {
   const crs = CR_PLURALS.map(([kind, plural]) => {
     const path = `/apis/${GROUP}/${VERSION}/${plural}`;
-    return { kind, path, watchPath: path };
+    return { kind, name: kind, path, watchPath: path };
   });
   const podPath = `/api/v1/namespaces/${namespace}/pods`;
+  const configMapPath = `/api/v1/namespaces/${namespace}/configmaps`;
   return [
     ...crs,
     {
       kind: 'Pod',
+      name: 'Pod',
       path: podPath,
       labelSelector: GATEWAY_POD_SELECTOR,
       watchPath: `${podPath}?labelSelector=${encodeURIComponent(GATEWAY_POD_SELECTOR)}`,
     },
+    // One watch per ConfigMap, by name: RBAC can then grant exactly these two (resourceNames), not the namespace's.
+    ...WATCHED_CONFIG_MAPS.map((name) => {
+      const fieldSelector = `metadata.name=${name}`;
+      return {
+        kind: 'ConfigMap' as const,
+        name: `ConfigMap/${name}`,
+        path: configMapPath,
+        fieldSelector,
+        watchPath: `${configMapPath}?fieldSelector=${encodeURIComponent(fieldSelector)}`,
+      };
+    }),
   ];
 }
 
@@ -66,15 +78,7 @@ export type ChangeListener = (
   opts: { initial: boolean },
 ) => void;
 
-export interface WatchStatus {
-  kind: WatchedKind;
-  /** The first list succeeded. */
-  listed: boolean;
-  /** Listed and watching now (false while restarting after an error). */
-  watching: boolean;
-  restarts: number;
-  lastError?: string;
-}
+export type WatchStatus = GenericWatchStatus;
 
 export interface SourceOptions {
   kubeConfig: KubeConfig;
@@ -91,152 +95,54 @@ function plain(o: KubernetesObject): KubeObject {
   return JSON.parse(JSON.stringify(o)) as KubeObject;
 }
 
-class WatchedResource {
-  private readonly informer: Informer<KubernetesObject>;
-  private stopped = false;
-  private listed = false;
-  private watching = false;
-  private restarts = 0;
-  private failures = 0;
-  private errorsSeen = 0;
-  private lastError: string | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  /** Keys and resourceVersions of the first list, while its items are being delivered. */
-  private firstList: Map<string, string | undefined> | undefined;
-  private readonly log: Logger | undefined;
-  private readyListeners: (() => void)[] = [];
+type ListFn = () => Promise<{ metadata?: { resourceVersion?: string }; items: KubernetesObject[] }>;
 
-  constructor(
-    readonly spec: WatchSpec,
-    private readonly options: SourceOptions,
-  ) {
-    this.log = options.log?.child({ watch: spec.kind });
-    const list = this.listFn();
-    this.informer = makeInformer(
-      options.kubeConfig,
-      spec.path,
-      async () => {
-        const result = await list();
-        if (!this.listed) {
-          this.firstList = new Map(
-            (result.items ?? []).map((i) => [keyOf(i as KubeObject), i.metadata?.resourceVersion]),
-          );
-        }
-        return result;
-      },
-      spec.labelSelector,
-    );
-    this.informer.on('add', (o) => this.deliver('ADDED', o));
-    this.informer.on('update', (o) => this.deliver('MODIFIED', o));
-    this.informer.on('delete', (o) => this.deliver('DELETED', o));
-    this.informer.on('error', (e) => this.failed(e));
+function listFn(spec: WatchSpec, kc: KubeConfig, namespace: string): ListFn {
+  if (spec.kind === 'Pod') {
+    const core = kc.makeApiClient(CoreV1Api);
+    return () => core.listNamespacedPod({ namespace, labelSelector: spec.labelSelector });
   }
-
-  private listFn(): () => Promise<{ metadata?: { resourceVersion?: string }; items: KubernetesObject[] }> {
-    const kc = this.options.kubeConfig;
-    if (this.spec.kind === 'Pod') {
-      const core = kc.makeApiClient(CoreV1Api);
-      return () =>
-        core.listNamespacedPod({ namespace: this.options.namespace, labelSelector: this.spec.labelSelector });
-    }
-    const custom = kc.makeApiClient(CustomObjectsApi);
-    const plural = this.spec.path.split('/').pop()!;
-    return async () =>
-      (await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural })) as {
-        metadata?: { resourceVersion?: string };
-        items: KubernetesObject[];
-      };
+  if (spec.kind === 'ConfigMap') {
+    const core = kc.makeApiClient(CoreV1Api);
+    return () => core.listNamespacedConfigMap({ namespace, fieldSelector: spec.fieldSelector });
   }
-
-  private deliver(type: WatchType, o: KubernetesObject): void {
-    if (this.stopped) return;
-    const object = plain(o);
-    const key = keyOf(object);
-    const initial =
-      type === 'ADDED' &&
-      this.firstList?.has(key) === true &&
-      this.firstList.get(key) === object.metadata?.resourceVersion;
-    try {
-      this.options.onChange(this.spec.kind, type, object, { initial });
-    } catch (e) {
-      this.log?.error('change handler failed', { error: errorText(e), object: key });
-    }
-  }
-
-  private failed(e: unknown): void {
-    if (this.stopped) return; // client-node 1.4 reports its own abort on stop() as an error
-    this.errorsSeen++;
-    this.watching = false;
-    this.lastError = errorText(e);
-    this.failures++;
-    const delay = backoffDelay(
-      this.failures,
-      this.options.restartBackoffMs ?? 500,
-      this.options.maxRestartBackoffMs ?? 30_000,
-    );
-    this.log?.warn('watch failed; restarting', {
-      error: this.lastError,
-      retryInMs: delay,
-      attempt: this.failures,
-    });
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.run(), delay);
-    this.timer.unref?.();
-  }
-
-  /** Starts (or restarts) the informer; resolves when it has listed and opened its watch, or failed trying. */
-  async run(): Promise<void> {
-    if (this.stopped) return;
-    const errorsBefore = this.errorsSeen;
-    if (this.listed) this.restarts++;
-    try {
-      await this.informer.start();
-    } catch (e) {
-      this.failed(e);
-      return;
-    }
-    if (this.stopped || this.errorsSeen !== errorsBefore) return;
-    if (!this.listed) this.log?.info('listed and watching');
-    else this.log?.info('watching again', { restarts: this.restarts });
-    this.listed = true;
-    this.firstList = undefined;
-    this.watching = true;
-    this.failures = 0;
-    this.lastError = undefined;
-    const listeners = this.readyListeners;
-    this.readyListeners = [];
-    for (const l of listeners) l();
-  }
-
-  /** Resolves once the first list succeeded and the watch is open (retrying in the background until then). */
-  whenListed(): Promise<void> {
-    if (this.listed) return Promise.resolve();
-    return new Promise((r) => this.readyListeners.push(r));
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    this.watching = false;
-    clearTimeout(this.timer);
-    await this.informer.stop();
-  }
-
-  status(): WatchStatus {
-    return {
-      kind: this.spec.kind,
-      listed: this.listed,
-      watching: this.watching,
-      restarts: this.restarts,
-      ...(this.lastError && { lastError: this.lastError }),
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const plural = spec.path.split('/').pop()!;
+  return async () =>
+    (await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural })) as {
+      metadata?: { resourceVersion?: string };
+      items: KubernetesObject[];
     };
-  }
 }
 
 export class InformerSource {
-  private readonly resources: WatchedResource[];
+  private readonly resources: ResilientInformer<KubernetesObject>[];
 
   constructor(options: SourceOptions) {
-    this.resources = watchPaths(options.namespace).map((s) => new WatchedResource(s, options));
+    const log = options.log;
+    this.resources = watchPaths(options.namespace).map(
+      (spec) =>
+        new ResilientInformer<KubernetesObject>({
+          kubeConfig: options.kubeConfig,
+          kind: spec.name,
+          path: spec.path,
+          list: listFn(spec, options.kubeConfig, options.namespace),
+          ...(spec.labelSelector !== undefined && { labelSelector: spec.labelSelector }),
+          ...(spec.fieldSelector !== undefined && { fieldSelector: spec.fieldSelector }),
+          onChange: (type, o, opts) => {
+            try {
+              options.onChange(spec.kind, type, plain(o), opts);
+            } catch (e) {
+              log?.error('change handler failed', { watch: spec.kind, error: String(e) });
+            }
+          },
+          ...(log && { log }),
+          ...(options.restartBackoffMs !== undefined && { restartBackoffMs: options.restartBackoffMs }),
+          ...(options.maxRestartBackoffMs !== undefined && {
+            maxRestartBackoffMs: options.maxRestartBackoffMs,
+          }),
+        }),
+    );
   }
 
   /**
@@ -246,15 +152,25 @@ export class InformerSource {
    */
   async start(): Promise<void> {
     const [eips, ...rest] = this.resources;
-    void eips!.run();
-    await eips!.whenListed();
-    for (const r of rest) void r.run();
-    await Promise.all(rest.map((r) => r.whenListed()));
+    await eips!.start();
+    await Promise.all(rest.map((r) => r.start()));
   }
 
-  /** Every informer has listed and is watching now. */
+  /** Every informer has listed and is watching now (a paused one counts as healthy: it was stopped on purpose). */
   ready(): boolean {
-    return this.resources.every((r) => r.status().watching);
+    return this.resources.every((r) => {
+      const s = r.status();
+      return s.watching || (s.paused === true && s.listed);
+    });
+  }
+
+  /** Closes every watch until `resume()` (back-pressure from a full queue). */
+  async pause(): Promise<void> {
+    await Promise.all(this.resources.map((r) => r.pause()));
+  }
+
+  resume(): void {
+    for (const r of this.resources) r.resume();
   }
 
   status(): WatchStatus[] {

@@ -22,19 +22,43 @@ export interface LagStats {
 
 export interface BridgeStats {
   eventsIn: Record<HandlerName, number>;
+  /** Events the sink accepted (handed over), per handler. */
   eventsOut: Record<HandlerName, number>;
+  /** Events that reached their destination (the sink's own count; for a sink without one, eventsOut). */
+  delivered: number;
   /** Events dropped because an event with the same id was already waiting. */
   duplicates: number;
+  /** Waiting events replaced by a newer event for the same EIP and handler. */
+  coalesced: number;
+  /** Events queued again after the sink gave up on them. */
+  requeued: number;
   retries: number;
-  /** Events the sink gave up on (including dead letters). */
+  /** Events the sink gave up on (including dead letters and permanent failures); each is queued again. */
   failures: number;
+  /** Of the sink's give-ups, those for an error retrying cannot heal (unknown bus, access denied). */
+  permanentFailures: number;
+  /** Events still queued or refused when a drain stopped the bridge. */
+  droppedOnDrain: number;
   deadLetters: number;
   /** Events waiting or in flight in the bridge's queue. */
   queueDepth: number;
+  /** Events waiting for their retry delay. */
+  queueRetrying: number;
+  queueLimit: number;
+  /** Times the queue filled up and the watches were paused. */
+  queuePauses: number;
   /** Events the sink accepted but has not delivered yet (EventBridge buffer). */
   sinkBuffered: number;
+  /** Set while the sink keeps failing permanently: the last error. */
+  sinkFailingPermanently?: string;
+  /** Foreign writes of EIP status or finalizers seen, per field manager. */
+  foreignWrites: Record<string, number>;
   lagSeconds: LagStats;
   resyncs: number;
+  heartbeats: number;
+  /** Every watch has listed and is watching. */
+  watchesReady: boolean;
+  /** Watches ready and the sink not failing permanently: what /readyz answers. */
   ready: boolean;
   watches: WatchStatus[];
 }
@@ -46,8 +70,14 @@ export class Counters {
   readonly eventsIn = perHandler();
   readonly eventsOut = perHandler();
   duplicates = 0;
+  coalesced = 0;
+  requeued = 0;
   failures = 0;
+  droppedOnDrain = 0;
+  pauses = 0;
   resyncs = 0;
+  heartbeats = 0;
+  readonly foreignWrites: Record<string, number> = {};
   readonly lag: LagStats = { count: 0, sum: 0, max: 0, last: 0, buckets: LAG_BUCKETS.map(() => 0) };
 
   observeLag(ms: number): void {
@@ -83,8 +113,47 @@ export function prometheusText(s: BridgeStats): string {
   metric('eip_bridge_duplicates_total', 'counter', 'Events dropped because the same id was already queued.', [
     ['', s.duplicates],
   ]);
+  metric('eip_bridge_delivered_total', 'counter', 'Events that reached their destination.', [
+    ['', s.delivered],
+  ]);
+  metric(
+    'eip_bridge_coalesced_total',
+    'counter',
+    'Waiting events replaced by a newer one for the same EIP.',
+    [['', s.coalesced]],
+  );
+  metric('eip_bridge_requeued_total', 'counter', 'Events queued again after the sink gave up on them.', [
+    ['', s.requeued],
+  ]);
   metric('eip_bridge_retries_total', 'counter', 'Delivery retries in the sink.', [['', s.retries]]);
-  metric('eip_bridge_failures_total', 'counter', 'Events the sink gave up on.', [['', s.failures]]);
+  metric('eip_bridge_failures_total', 'counter', 'Events the sink gave up on (each is queued again).', [
+    ['', s.failures],
+  ]);
+  metric('eip_bridge_permanent_failures_total', 'counter', 'Give-ups for errors retrying cannot heal.', [
+    ['', s.permanentFailures],
+  ]);
+  metric('eip_bridge_sink_failing', 'gauge', '1 while the sink keeps failing permanently.', [
+    ['', s.sinkFailingPermanently ? 1 : 0],
+  ]);
+  metric('eip_bridge_dropped_on_drain_total', 'counter', 'Events left undelivered by a drain.', [
+    ['', s.droppedOnDrain],
+  ]);
+  metric('eip_bridge_queue_retrying', 'gauge', 'Events waiting for their retry delay.', [
+    ['', s.queueRetrying],
+  ]);
+  metric('eip_bridge_queue_limit', 'gauge', 'Waiting events at which the watches pause.', [
+    ['', s.queueLimit],
+  ]);
+  metric('eip_bridge_queue_pauses_total', 'counter', 'Times a full queue paused the watches.', [
+    ['', s.queuePauses],
+  ]);
+  metric(
+    'eip_bridge_foreign_writes_total',
+    'counter',
+    'Writes of EIP status or finalizers by another field manager.',
+    Object.entries(s.foreignWrites).map(([m, n]) => [`{manager="${esc(m)}"}`, n]),
+  );
+  metric('eip_bridge_heartbeats_total', 'counter', 'Heartbeats counted while healthy.', [['', s.heartbeats]]);
   metric('eip_bridge_dead_letters_total', 'counter', 'Events parked as dead letters (in-process sink).', [
     ['', s.deadLetters],
   ]);
@@ -95,7 +164,7 @@ export function prometheusText(s: BridgeStats): string {
     ['', s.sinkBuffered],
   ]);
   metric('eip_bridge_resyncs_total', 'counter', 'Periodic resyncs run.', [['', s.resyncs]]);
-  metric('eip_bridge_ready', 'gauge', '1 when every watch has listed and is watching.', [
+  metric('eip_bridge_ready', 'gauge', '1 when every watch is up and the sink is not failing permanently.', [
     ['', s.ready ? 1 : 0],
   ]);
   metric(

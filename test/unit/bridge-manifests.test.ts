@@ -6,12 +6,12 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { loadBridgeConfig } from '../../shared/bridge/config.js';
-import { watchPaths } from '../../shared/bridge/source.js';
+import { WATCHED_CONFIG_MAPS, watchPaths } from '../../shared/bridge/source.js';
 
 type Doc = {
   kind: string;
   metadata: { name: string; namespace?: string };
-  rules?: { apiGroups: string[]; resources: string[]; verbs: string[] }[];
+  rules?: { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[];
   subjects?: { kind: string; name: string; namespace: string }[];
   roleRef?: { kind: string; name: string };
   spec?: Record<string, unknown>;
@@ -62,13 +62,25 @@ describe('bridge manifests', () => {
     for (const verbs of Object.values(grants('ClusterRole'))) expect(verbs).toEqual(['get', 'list', 'watch']);
   });
 
-  it('grant read access to pods only in the gateway namespace the Deployment configures', () => {
-    expect(grants('Role')).toEqual({ '/pods': ['get', 'list', 'watch'] });
+  it('grant read access to pods and the two nat-gw ConfigMaps (by name) only in the gateway namespace', () => {
+    expect(grants('Role')).toEqual({
+      '/pods': ['get', 'list', 'watch'],
+      '/configmaps': ['get', 'list', 'watch'],
+    });
     const role = rbac.find((d) => d.kind === 'Role')!;
     expect(role.metadata.namespace).toBe(config.namespace);
     expect(watched.find((w) => w.kind === 'Pod')!.path).toBe(
       `/api/v1/namespaces/${role.metadata.namespace}/pods`,
     );
+    const configMaps = role.rules!.find((r) => r.resources.includes('configmaps'))!;
+    expect([...(configMaps.resourceNames ?? [])].sort()).toEqual([...WATCHED_CONFIG_MAPS].sort());
+    // every ConfigMap watch selects one of those names, so the API server can authorise it by resourceNames
+    const cmWatches = watched.filter((w) => w.kind === 'ConfigMap');
+    expect(cmWatches.map((w) => w.fieldSelector?.replace('metadata.name=', '')).sort()).toEqual(
+      [...WATCHED_CONFIG_MAPS].sort(),
+    );
+    for (const w of cmWatches)
+      expect(w.path).toBe(`/api/v1/namespaces/${role.metadata.namespace}/configmaps`);
   });
 
   it('bind both roles to the ServiceAccount the Deployment runs as', () => {

@@ -2,14 +2,23 @@
  * The three sinks through their public contract, with fakes only at the AWS client's `send` seam (the in-process
  * sink runs the real handlers on the in-memory world).
  */
-import type { PutEventsCommand, PutEventsCommandOutput } from '@aws-sdk/client-eventbridge';
+import {
+  DescribeEventBusCommand,
+  type PutEventsCommand,
+  type PutEventsCommandOutput,
+} from '@aws-sdk/client-eventbridge';
 import type { InvokeCommand, InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { describe, expect, it } from 'vitest';
 import { eventBridgeSink } from '../../shared/bridge/sinks/eventbridge.js';
-import { inProcessSink } from '../../shared/bridge/sinks/in-process.js';
+import {
+  IN_PROCESS_RETRY_FOR_MS,
+  inProcessSink,
+  retrySchedule,
+} from '../../shared/bridge/sinks/in-process.js';
 import { LambdaInvokeError, lambdaSink } from '../../shared/bridge/sinks/lambda.js';
-import { backoffDelay } from '../../shared/bridge/sinks/sink.js';
+import { backoffDelay, SinkGaveUp } from '../../shared/bridge/sinks/sink.js';
 import type { Outcome } from '../../shared/core/outcome.js';
+import { LEASE_MAX_MS } from '../../shared/domain/lease.js';
 import {
   detailTypeOf,
   type EipEvent,
@@ -174,6 +183,75 @@ describe('EventBridge sink', () => {
     expect(new Set(eb.delivered().map((d) => d.id)).size).toBe(21);
   });
 
+  it('gives up at once on a permanent error, tells the bridge, and reports it until a delivery succeeds', async () => {
+    const denied = () =>
+      Promise.reject(
+        Object.assign(new Error('not authorized to perform: events:PutEvents'), {
+          name: 'AccessDeniedException',
+        }),
+      );
+    const eb = fakeEventBridge([denied, denied]);
+    const log = memoryLogger();
+    const gaveUp: string[] = [];
+    const sink = eventBridgeSink({ client: eb.client, backoffMs: 1, lingerMs: 0, maxAttempts: 8, log });
+    sink.subscribe({ gaveUp: (e, _error, permanent) => gaveUp.push(`${e.id} ${permanent}`) });
+    await sink.send(event(1));
+    await sink.flush();
+    expect(eb.calls).toHaveLength(1); // not retried
+    expect(gaveUp).toEqual([`${event(1).id} true`]);
+    expect(sink.stats!()).toMatchObject({ failures: 1, permanentFailures: 1, delivered: 0, retries: 0 });
+    expect(sink.stats!().failingPermanently).toMatch(/AccessDeniedException/);
+    expect(log.lines.some((l) => l.message === 'event not delivered: permanent error')).toBe(true);
+    // the permission is fixed: the next delivery clears the state
+    await sink.send(event(2));
+    await sink.flush();
+    expect(sink.stats!().failingPermanently).toMatch(/AccessDeniedException/);
+    await sink.send(event(3));
+    await sink.flush();
+    expect(sink.stats!().failingPermanently).toBeUndefined();
+    expect(sink.stats!()).toMatchObject({ delivered: 1, failures: 2 });
+  });
+
+  it('checks that the bus exists: a missing bus fails every event permanently, none is put', async () => {
+    const puts: unknown[] = [];
+    let exists = false;
+    const client = {
+      async send(command: unknown) {
+        if (command instanceof DescribeEventBusCommand) {
+          if (!exists)
+            throw Object.assign(new Error('Event bus nope does not exist.'), {
+              name: 'ResourceNotFoundException',
+            });
+          return { $metadata: {}, Name: 'nope' };
+        }
+        const input = (command as PutEventsCommand).input as Put;
+        puts.push(input);
+        return ok(input);
+      },
+    };
+    const gaveUp: boolean[] = [];
+    const sink = eventBridgeSink({
+      client,
+      eventBusName: 'nope',
+      verifyBus: true,
+      verifyEveryMs: 0,
+      lingerMs: 0,
+    });
+    sink.subscribe({ gaveUp: (_e, _error, permanent) => gaveUp.push(permanent) });
+    await sink.send(event(1));
+    await sink.send(event(2));
+    await sink.flush();
+    expect(puts).toEqual([]);
+    expect(gaveUp).toEqual([true, true]);
+    expect(sink.stats!().failingPermanently).toMatch(/event bus nope does not exist/);
+    exists = true; // created by the deploy that was missing
+    await sink.send(event(3));
+    await sink.flush();
+    expect(puts).toHaveLength(1);
+    expect(sink.stats!()).toMatchObject({ delivered: 1, permanentFailures: 2 });
+    expect(sink.stats!().failingPermanently).toBeUndefined();
+  });
+
   it('backs off exponentially with jitter, capped', () => {
     expect([1, 2, 3, 4].map((a) => backoffDelay(a, 100, 1000, () => 0))).toEqual([50, 100, 200, 400]);
     expect([1, 2, 3, 4, 5].map((a) => backoffDelay(a, 100, 1000, () => 1))).toEqual([
@@ -223,6 +301,26 @@ describe('Lambda sink', () => {
   });
 });
 
+describe('Lambda sink, permanent errors', () => {
+  it('does not retry a missing function or a denied invoke, and marks the error permanent', async () => {
+    const calls: unknown[] = [];
+    const client = {
+      async send(command: InvokeCommand): Promise<InvokeCommandOutput> {
+        calls.push(command.input);
+        throw Object.assign(new Error('Function not found: eip-add'), { name: 'ResourceNotFoundException' });
+      },
+    };
+    const functions = { add: 'eip-add', update: 'eip-update', reset: 'eip-reset', delete: 'eip-delete' };
+    const sink = lambdaSink({ client, functions, backoffMs: 1, maxAttempts: 6 });
+    const failure = await sink.send(event(1)).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(LambdaInvokeError);
+    expect((failure as SinkGaveUp).permanent).toBe(true);
+    expect(calls).toHaveLength(1);
+    expect(sink.stats!()).toMatchObject({ failures: 1, permanentFailures: 1, retries: 0 });
+    expect(sink.stats!().failingPermanently).toMatch(/ResourceNotFoundException/);
+  });
+});
+
 describe('in-process sink', () => {
   it('runs the real handler and reports its outcome', async () => {
     const w = world();
@@ -254,16 +352,52 @@ describe('in-process sink', () => {
   it('parks an event that keeps failing as a dead letter after the bounded retries', async () => {
     const w = world();
     w.eip('eip-1');
+    const pod = w.pod();
     w.cluster.pods.delete(`kube-system/${POD}`);
-    const sink = inProcessSink({ getDeps: async () => w.deps, retries: 2, backoffMs: 1 });
+    const sink = inProcessSink({ getDeps: async () => w.deps, retries: 2, backoffMs: 1, retryForMs: 0 });
     const e = w.event('add', 'eip-1', 'added');
-    await sink.send(e);
+    // handed back to the bridge, which queues it again with backoff
+    await expect(sink.send(e)).rejects.toThrow(SinkGaveUp);
     const [letter, ...more] = sink.deadLetters();
     expect(more).toEqual([]);
     expect(letter).toMatchObject({ event: e, attempts: 3 });
     expect(letter!.error).toMatch(/GatewayNotReady|not found/);
     expect(Date.parse(letter!.at)).not.toBeNaN();
     expect(sink.stats!()).toMatchObject({ retries: 2, deadLetters: 1, failures: 1 });
+    // the same EIP and handler failing again replaces its letter; a success clears it
+    await expect(sink.send(e)).rejects.toThrow(SinkGaveUp);
+    expect(sink.deadLetters()).toHaveLength(1);
+    w.cluster.putPod(pod);
+    await sink.send(e);
+    expect(sink.deadLetters()).toEqual([]);
+    expect(sink.stats!()).toMatchObject({ deadLetters: 2, delivered: 1 });
+  });
+
+  it('keeps retrying at least as long as a lease can be held before it gives up', () => {
+    expect(IN_PROCESS_RETRY_FOR_MS).toBeGreaterThanOrEqual(LEASE_MAX_MS);
+    // the local stack's settings (5 retries from 500 ms): the schedule outlasts a lease left by a crashed run
+    const schedule = retrySchedule({
+      retries: 5,
+      backoffMs: 500,
+      maxBackoffMs: 5_000,
+      retryForMs: IN_PROCESS_RETRY_FOR_MS,
+    });
+    expect(schedule.slice(0, 5)).toEqual([500, 1000, 2000, 4000, 5000]);
+    expect(schedule.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(LEASE_MAX_MS);
+    expect(retrySchedule({ retries: 2, backoffMs: 10, maxBackoffMs: 100, retryForMs: 0 })).toEqual([10, 20]);
+  });
+
+  it('close() cuts retry waits short and refuses new events; a running handler finishes', async () => {
+    const w = world();
+    w.eip('eip-1');
+    w.cluster.pods.delete(`kube-system/${POD}`);
+    const sink = inProcessSink({ getDeps: async () => w.deps, retries: 5, backoffMs: 60_000 });
+    const sent = sink.send(w.event('add', 'eip-1', 'added'));
+    await new Promise((r) => setTimeout(r, 20)); // the first attempt failed; it waits a minute for the retry
+    await sink.close();
+    await expect(sent).rejects.toThrow(/closing/);
+    await expect(sink.send(w.event('add', 'eip-1', 'added'))).rejects.toThrow(/closed/);
+    expect(sink.deadLetters()).toEqual([]); // not parked: it was never given up on, only interrupted
   });
 
   it('does not retry a permanent error: the handler resolves it as rejected', async () => {

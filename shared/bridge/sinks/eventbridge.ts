@@ -5,14 +5,30 @@
  * top), so `send()` waits while it is full: a slow or failing bus slows the bridge down instead of growing memory
  * without limit.
  */
-import type { PutEventsCommand, PutEventsCommandOutput } from '@aws-sdk/client-eventbridge';
+import type {
+  DescribeEventBusCommand,
+  DescribeEventBusCommandOutput,
+  PutEventsCommand,
+  PutEventsCommandOutput,
+} from '@aws-sdk/client-eventbridge';
 import { detailTypeOf, type EipEvent, EVENT_SOURCE } from '../../events.js';
 import type { Logger } from '../../ports.js';
-import { backoffDelay, errorText, type Sink, type SinkStats, sleep } from './sink.js';
+import { backoffDelay, sleep } from '../backoff.js';
+import {
+  awsCodeOf,
+  emptySinkStats,
+  errorText,
+  PERMANENT_AWS_CODES,
+  type Sink,
+  type SinkListener,
+  type SinkStats,
+} from './sink.js';
 
 /** The seam: a real `EventBridgeClient`, or a fake with the same `send`. */
 export interface PutEventsClient {
-  send(command: PutEventsCommand): Promise<PutEventsCommandOutput>;
+  send(
+    command: PutEventsCommand | DescribeEventBusCommand,
+  ): Promise<PutEventsCommandOutput | DescribeEventBusCommandOutput>;
 }
 
 export interface EventBridgeSinkOptions {
@@ -32,6 +48,13 @@ export interface EventBridgeSinkOptions {
   maxBackoffMs?: number;
   log?: Logger;
   random?: () => number;
+  /**
+   * Check that the bus exists (DescribeEventBus) before the first delivery and every `verifyEveryMs` (default
+   * 5 minutes): PutEvents to a bus that does not exist can answer success, and the events vanish. A missing bus
+   * is a permanent failure. An identity not allowed to describe the bus skips the check (with one warning).
+   */
+  verifyBus?: boolean;
+  verifyEveryMs?: number;
 }
 
 interface Entry {
@@ -42,7 +65,9 @@ interface Entry {
 
 const MAX_BATCH = 10;
 
-export function eventBridgeSink(options: EventBridgeSinkOptions): Sink & { flush(): Promise<void> } {
+export function eventBridgeSink(
+  options: EventBridgeSinkOptions,
+): Sink & { flush(): Promise<void>; subscribe(listener: SinkListener): void } {
   const bufferSize = options.bufferSize ?? 100;
   const batchSize = Math.min(MAX_BATCH, Math.max(1, options.batchSize ?? MAX_BATCH));
   const lingerMs = options.lingerMs ?? 20;
@@ -54,7 +79,12 @@ export function eventBridgeSink(options: EventBridgeSinkOptions): Sink & { flush
   if (bufferSize < batchSize) throw new RangeError('bufferSize must hold at least one batch');
 
   const buffer: Entry[] = [];
-  const stats: SinkStats = { retries: 0, failures: 0, deadLetters: 0, buffered: 0 };
+  const stats: SinkStats = emptySinkStats();
+  const listeners: SinkListener[] = [];
+  const verifyEveryMs = options.verifyEveryMs ?? 300_000;
+  let verifiedAt: number | undefined;
+  let busMissing: string | undefined;
+  let DescribeCommand: typeof DescribeEventBusCommand | undefined;
   const spaceWaiters: (() => void)[] = [];
   let flushWaiters: (() => void)[] = [];
   let running = false;
@@ -82,37 +112,87 @@ export function eventBridgeSink(options: EventBridgeSinkOptions): Sink & { flush
     };
   }
 
+  /** Undefined when the bus is known to exist (or cannot be checked); else why it does not. */
+  async function verify(): Promise<string | undefined> {
+    if (!options.verifyBus || !options.eventBusName) return undefined;
+    if (verifiedAt !== undefined && Date.now() - verifiedAt < verifyEveryMs) return busMissing;
+    DescribeCommand ??= (await import('@aws-sdk/client-eventbridge')).DescribeEventBusCommand;
+    try {
+      await options.client.send(new DescribeCommand({ Name: options.eventBusName }));
+      busMissing = undefined;
+      verifiedAt = Date.now();
+    } catch (e) {
+      const code = awsCodeOf(e);
+      if (code === 'ResourceNotFoundException') {
+        busMissing = `ResourceNotFoundException: event bus ${options.eventBusName} does not exist`;
+        verifiedAt = Date.now();
+      } else if (code === 'AccessDeniedException') {
+        if (verifiedAt === undefined)
+          log?.warn('cannot check that the event bus exists (events:DescribeEventBus denied)', {
+            eventBus: options.eventBusName,
+          });
+        busMissing = undefined;
+        verifiedAt = Date.now();
+      }
+      // anything else (throttling, network): check again with the next batch
+    }
+    return busMissing;
+  }
+
   async function put(batch: Entry[]): Promise<void> {
     Command ??= (await import('@aws-sdk/client-eventbridge')).PutEventsCommand;
-    let results: (string | undefined)[];
-    try {
-      const out = await options.client.send(new Command({ Entries: batch.map((e) => toEntry(e.event)) }));
-      results = batch.map((_, i) => {
-        const r = out.Entries?.[i];
-        if (r?.ErrorCode) return `${r.ErrorCode}: ${r.ErrorMessage ?? ''}`;
-        // No per-entry result while the call reports failures: treat that entry as failed, to be safe.
-        if (!r && (out.FailedEntryCount ?? 0) > 0) return 'no result for entry';
-        return undefined;
-      });
-    } catch (e) {
-      const why = errorText(e);
-      results = batch.map(() => why);
-    }
+    let results: ({ error: string; permanent: boolean } | undefined)[];
+    const missing = await verify();
+    if (missing) results = batch.map(() => ({ error: missing, permanent: true }));
+    else
+      try {
+        const out = (await options.client.send(
+          new Command({ Entries: batch.map((e) => toEntry(e.event)) }),
+        )) as PutEventsCommandOutput;
+        results = batch.map((_, i) => {
+          const r = out.Entries?.[i];
+          if (r?.ErrorCode)
+            return {
+              error: `${r.ErrorCode}: ${r.ErrorMessage ?? ''}`,
+              permanent: PERMANENT_AWS_CODES.has(r.ErrorCode),
+            };
+          // No per-entry result while the call reports failures: treat that entry as failed, to be safe.
+          if (!r && (out.FailedEntryCount ?? 0) > 0)
+            return { error: 'no result for entry', permanent: false };
+          return undefined;
+        });
+      } catch (e) {
+        const failure = { error: errorText(e), permanent: PERMANENT_AWS_CODES.has(awsCodeOf(e) ?? '') };
+        results = batch.map(() => failure);
+      }
     const now = Date.now();
     const again: Entry[] = [];
     batch.forEach((entry, i) => {
-      const failure = results[i];
-      if (failure === undefined) return;
+      const result = results[i];
+      if (result === undefined) {
+        stats.delivered++;
+        delete stats.failingPermanently;
+        return;
+      }
+      const failure = result.error;
       entry.attempts++;
-      if (entry.attempts >= maxAttempts) {
+      if (result.permanent || entry.attempts >= maxAttempts) {
         stats.failures++;
-        log?.error('event dropped after retries', {
-          eventId: entry.event.id,
-          eip: entry.event.object.name,
-          handler: entry.event.handler,
-          attempts: entry.attempts,
-          error: failure,
-        });
+        if (result.permanent) {
+          stats.permanentFailures++;
+          stats.failingPermanently = failure;
+        }
+        log?.error(
+          result.permanent ? 'event not delivered: permanent error' : 'event dropped after retries',
+          {
+            eventId: entry.event.id,
+            eip: entry.event.object.name,
+            handler: entry.event.handler,
+            attempts: entry.attempts,
+            error: failure,
+          },
+        );
+        for (const l of listeners) l.gaveUp?.(entry.event, failure, result.permanent);
         return;
       }
       stats.retries++;
@@ -200,6 +280,9 @@ export function eventBridgeSink(options: EventBridgeSinkOptions): Sink & { flush
       const p = new Promise<void>((r) => flushWaiters.push(r));
       kick();
       return p;
+    },
+    subscribe(listener: SinkListener): void {
+      listeners.push(listener);
     },
     stats: () => ({ ...stats }),
   };

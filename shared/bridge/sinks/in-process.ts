@@ -1,16 +1,29 @@
 /**
  * The local stack's sink: runs the real Lambda handler (`eipHandler`, the same middy chain) in this process.
- * It behaves like Lambda's asynchronous invocation, only faster (ADR 0013): a thrown (retryable) error is
- * retried with exponential backoff a bounded number of times, then the event is parked in a dead-letter list a
- * person can read. A permanent error resolves as a `rejected` outcome inside the handler and is not retried.
+ * It behaves like Lambda's asynchronous invocation, only faster: a thrown (retryable) error is retried with
+ * exponential backoff, then the event is parked in a dead-letter list a person can read and handed back to the
+ * bridge, which queues it again with a longer backoff (ADR 0019). A permanent error resolves as a `rejected`
+ * outcome inside the handler and is not retried.
+ *
+ * The retries last at least as long as a lease can: a lease left behind by a crashed run (kill -9) blocks the EIP
+ * until it expires, and giving up before then would leave the EIP waiting for the next change or resync.
  */
 import { randomUUID } from 'node:crypto';
 import type { Context } from 'aws-lambda';
 import type { Outcome } from '../../core/outcome.js';
+import { LEASE_MAX_MS } from '../../domain/lease.js';
 import { type EipEvent, HANDLERS, type HandlerName } from '../../events.js';
 import { eipHandler } from '../../lambda/eip-handler.js';
 import type { Deps, Logger } from '../../ports.js';
-import { errorText, type Sink, type SinkStats, sleep } from './sink.js';
+import { backoffCeiling, sleep } from '../backoff.js';
+import {
+  emptySinkStats,
+  errorText,
+  type Sink,
+  SinkGaveUp,
+  type SinkListener,
+  type SinkStats,
+} from './sink.js';
 
 export interface DeadLetter {
   event: EipEvent;
@@ -21,34 +34,71 @@ export interface DeadLetter {
   at: string;
 }
 
+/** How long the in-process sink keeps retrying by default: the longest a lease can be held. */
+export const IN_PROCESS_RETRY_FOR_MS = LEASE_MAX_MS;
+
 export interface InProcessSinkOptions {
   getDeps: () => Promise<Deps>;
-  /** Retries after the first attempt before an event is parked. Default 3 (Lambda's async default is 2). */
+  /** Retries after the first attempt before an event may be parked (at least). Default 3. */
   retries?: number;
-  /** First retry delay; doubles per retry. Default 1000 ms. */
+  /** First retry delay; doubles per retry up to maxBackoffMs. Defaults 1000 ms and 5 s. */
   backoffMs?: number;
+  maxBackoffMs?: number;
+  /**
+   * Keep retrying at least this long after the first attempt (and at least `retries` times). Default: the longest
+   * lease (IN_PROCESS_RETRY_FOR_MS), so a lease left by a crashed run has expired before the sink gives up.
+   */
+  retryForMs?: number;
   log?: Logger;
   /** Called with every handler outcome (the local stack prints them; tests count them). */
   onOutcome?: (event: EipEvent, outcome: Outcome) => void;
+  now?: () => number;
 }
 
 export type InProcessSink = Sink & {
+  /** Events that failed every retry and have not succeeded since, newest per EIP and handler. */
   deadLetters(): DeadLetter[];
   /** Resolves once no event is being handled or waiting for a retry. */
   idle(): Promise<void>;
+  close(): Promise<void>;
 };
 
+/** The retry delays of one event: at least `retries` of them, and together at least `retryForMs`. */
+export function retrySchedule(options: {
+  retries: number;
+  backoffMs: number;
+  maxBackoffMs: number;
+  retryForMs: number;
+}): number[] {
+  const out: number[] = [];
+  let total = 0;
+  for (let n = 1; n <= options.retries || total < options.retryForMs; n++) {
+    const d = backoffCeiling(n, options.backoffMs, options.maxBackoffMs);
+    out.push(d);
+    total += d;
+    if (out.length > 10_000) break; // a zero backoff with a positive retryForMs must not spin forever
+  }
+  return out;
+}
+
 export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
-  const retries = options.retries ?? 3;
-  const backoffMs = options.backoffMs ?? 1_000;
+  const schedule = retrySchedule({
+    retries: options.retries ?? 3,
+    backoffMs: options.backoffMs ?? 1_000,
+    maxBackoffMs: options.maxBackoffMs ?? 5_000,
+    retryForMs: options.retryForMs ?? IN_PROCESS_RETRY_FOR_MS,
+  });
   const handlers = Object.fromEntries(HANDLERS.map((h) => [h, eipHandler(h, options.getDeps)])) as Record<
     HandlerName,
     ReturnType<typeof eipHandler>
   >;
-  const parked: DeadLetter[] = [];
-  const stats: SinkStats = { retries: 0, failures: 0, deadLetters: 0, buffered: 0 };
+  const parked = new Map<string, DeadLetter>();
+  const listeners: SinkListener[] = [];
+  const stats: SinkStats = emptySinkStats();
+  const closing = new AbortController();
   let inFlight = 0;
   let idleWaiters: (() => void)[] = [];
+  const letterKey = (e: EipEvent) => `${e.object.name}|${e.handler}`;
 
   const settle = () => {
     if (inFlight > 0) return;
@@ -66,17 +116,24 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
           functionName: `eip-${event.handler}`,
         } as unknown as Context;
         const outcome = await handler(event, context);
+        stats.delivered++;
+        parked.delete(letterKey(event));
         options.onOutcome?.(event, outcome);
+        if (outcome.status === 'rejected' && outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0)
+          for (const l of listeners) l.retryAfter?.(event, outcome.retryAfterMs);
         return;
       } catch (e) {
-        if (attempt > retries) {
+        if (closing.signal.aborted)
+          throw new SinkGaveUp(`not retried: the sink is closing (${errorText(e)})`);
+        const delay = schedule[attempt - 1];
+        if (delay === undefined) {
           const letter: DeadLetter = {
             event,
             error: errorText(e),
             attempts: attempt,
             at: new Date().toISOString(),
           };
-          parked.push(letter);
+          parked.set(letterKey(event), letter);
           stats.deadLetters++;
           stats.failures++;
           options.log?.error('event parked as a dead letter', {
@@ -86,10 +143,9 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
             attempts: attempt,
             error: letter.error,
           });
-          return;
+          throw new SinkGaveUp(`parked as a dead letter after ${attempt} attempts: ${letter.error}`);
         }
         stats.retries++;
-        const delay = backoffMs * 2 ** (attempt - 1);
         options.log?.warn('handler failed; will retry', {
           eventId: event.id,
           eip: event.object.name,
@@ -98,7 +154,7 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
           retryInMs: delay,
           error: errorText(e),
         });
-        await sleep(delay);
+        await sleep(delay, closing.signal);
       }
     }
   }
@@ -106,6 +162,7 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
   return {
     name: 'in-process',
     async send(event: EipEvent): Promise<void> {
+      if (closing.signal.aborted) throw new SinkGaveUp('the sink is closed');
       inFlight++;
       try {
         await handle(event);
@@ -114,7 +171,7 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
         settle();
       }
     },
-    deadLetters: () => [...parked],
+    deadLetters: () => [...parked.values()],
     async idle(): Promise<void> {
       // The bridge hands the next event for an EIP over in the microtasks right after the previous one finished;
       // idle means nothing in flight and nothing handed over by the next turn of the event loop.
@@ -123,6 +180,17 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
         await new Promise((r) => setImmediate(r));
         if (inFlight === 0) return;
       }
+    },
+    /**
+     * Stops taking events and cuts every retry wait short (those events end as not delivered); handlers already
+     * running finish and give their leases back. Resolves when nothing runs.
+     */
+    async close(): Promise<void> {
+      closing.abort();
+      if (inFlight > 0) await new Promise<void>((r) => idleWaiters.push(r));
+    },
+    subscribe(listener: SinkListener): void {
+      listeners.push(listener);
     },
     stats: () => ({ ...stats }),
   };

@@ -6,7 +6,15 @@
 import type { InvokeCommand, InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import type { EipEvent, HandlerName } from '../../events.js';
 import type { Logger } from '../../ports.js';
-import { backoffDelay, errorText, type Sink, type SinkStats, sleep } from './sink.js';
+import { backoffDelay, sleep } from '../backoff.js';
+import {
+  emptySinkStats,
+  errorText,
+  isPermanentAwsError,
+  type Sink,
+  SinkGaveUp,
+  type SinkStats,
+} from './sink.js';
 
 /** The seam: a real `LambdaClient`, or a fake with the same `send`. */
 export interface InvokeClient {
@@ -26,7 +34,7 @@ export interface LambdaSinkOptions {
   random?: () => number;
 }
 
-export class LambdaInvokeError extends Error {
+export class LambdaInvokeError extends SinkGaveUp {
   override readonly name = 'LambdaInvokeError';
 }
 
@@ -34,7 +42,7 @@ export function lambdaSink(options: LambdaSinkOptions): Sink {
   const maxAttempts = options.maxAttempts ?? 6;
   const backoffMs = options.backoffMs ?? 200;
   const maxBackoffMs = options.maxBackoffMs ?? 10_000;
-  const stats: SinkStats = { retries: 0, failures: 0, deadLetters: 0, buffered: 0 };
+  const stats: SinkStats = emptySinkStats();
   let Command: typeof InvokeCommand | undefined;
   const encoder = new TextEncoder();
 
@@ -46,14 +54,32 @@ export function lambdaSink(options: LambdaSinkOptions): Sink {
       const Payload = encoder.encode(JSON.stringify(event));
       for (let attempt = 1; ; attempt++) {
         let failure: string;
+        let permanent = false;
         try {
           const out = await options.client.send(
             new Command({ FunctionName, InvocationType: 'Event', Payload }),
           );
-          if (out.StatusCode === 202) return;
+          if (out.StatusCode === 202) {
+            stats.delivered++;
+            delete stats.failingPermanently;
+            return;
+          }
           failure = `unexpected status ${out.StatusCode}`;
         } catch (e) {
           failure = errorText(e);
+          permanent = isPermanentAwsError(e);
+        }
+        if (permanent) {
+          stats.failures++;
+          stats.permanentFailures++;
+          stats.failingPermanently = failure;
+          options.log?.error('event not delivered: permanent error', {
+            eventId: event.id,
+            eip: event.object.name,
+            function: FunctionName,
+            error: failure,
+          });
+          throw new LambdaInvokeError(`invoke ${FunctionName} failed: ${failure}`, true);
         }
         if (attempt >= maxAttempts) {
           stats.failures++;
