@@ -15,7 +15,7 @@ import {
 import { auditDepsOf } from '../shared/audit/live.js';
 import { type DriftKind, MEANING } from '../shared/audit/model.js';
 import { jsonLogger, levelFromEnv } from '../shared/observability/log.js';
-import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE } from './target.js';
+import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE, TargetError } from './target.js';
 
 const USAGE = `usage: npm run audit -- [options]
 
@@ -116,7 +116,8 @@ async function main(): Promise<number> {
   try {
     target = resolveTarget(values);
   } catch (e) {
-    usage((e as Error).message);
+    if (!(e instanceof TargetError)) throw e;
+    usage(e.message);
   }
   if (!target)
     usage('no cluster and table configured, and no local stack running (start one with npm start)');

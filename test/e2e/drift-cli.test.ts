@@ -107,6 +107,9 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     const bad = await audit('--dry-run');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--dry-run only goes with --repair/);
+    const noStack = await audit('--stack', join(dir, 'missing.json'));
+    expect(noStack.code).toBe(2);
+    expect(noStack.stderr).toMatch(/no such file/);
   }, 120_000);
 
   it('an address deleted inside the gateway is put back by the stack itself', async () => {
