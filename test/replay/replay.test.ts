@@ -1,0 +1,395 @@
+/**
+ * Replays (property-based, fast-check): random sequences of what happens to EIPs — create, QoS bind/switch/unbind
+ * through spec edits, NAT rules added and removed, the gateway pod re-created, its container restarted, deletion,
+ * re-creation under the same name — with the handler events a bridge would send delivered duplicated, reordered,
+ * delayed and stale. The world must converge to the state of the same sequence with every event delivered once, in
+ * order, right away; and never make more allocations than that in-order run.
+ *
+ * A failing run prints its seed and path; replay it with EIP_REPLAY_SEED=<seed> (and EIP_REPLAY_PATH=<path>).
+ * CI runs a short run; EIP_LONG=1 runs a long one.
+ */
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Invocation } from '../../shared/core/invocation.js';
+import { operations } from '../../shared/core/operations.js';
+import { RetryableError } from '../../shared/domain/errors.js';
+import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
+import { invariantViolations, normalized } from '../crash/world-state.js';
+import { GW, type World, world } from '../support/world.js';
+
+const LONG = process.env.EIP_LONG === '1';
+const RUNS = Number(process.env.EIP_REPLAY_RUNS ?? (LONG ? 2_000 : 100));
+const NAMES = ['a', 'b'] as const;
+type Name = (typeof NAMES)[number];
+const QOS = [undefined, 'q1', 'q2', 'q-shared'] as const;
+
+type Change =
+  | { kind: 'create'; eip: Name; qos: (typeof QOS)[number] }
+  | { kind: 'edit-qos'; eip: Name; qos: (typeof QOS)[number] }
+  | { kind: 'rule-add'; eip: Name }
+  | { kind: 'rule-remove'; eip: Name }
+  | { kind: 'pod-recreate' }
+  | { kind: 'container-restart' }
+  | { kind: 'delete'; eip: Name };
+
+/** A step: a change in the world, or the delivery of one pending event (picked by index, maybe kept for later). */
+type Step = Change | { kind: 'deliver'; pick: number; duplicate: boolean };
+
+const nameArb = fc.constantFrom(...NAMES);
+const qosArb = fc.constantFrom(...QOS);
+const changeArb: fc.Arbitrary<Change> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('create' as const), eip: nameArb, qos: qosArb }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('edit-qos' as const), eip: nameArb, qos: qosArb }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rule-add' as const), eip: nameArb }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rule-remove' as const), eip: nameArb }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pod-recreate' as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('container-restart' as const) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), eip: nameArb }) },
+);
+const stepArb: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 2, arbitrary: changeArb },
+  {
+    weight: 3,
+    arbitrary: fc.record({ kind: fc.constant('deliver' as const), pick: fc.nat(), duplicate: fc.boolean() }),
+  },
+);
+
+/** The policy an EIP binds: the shared one, or its own unshared q1/q2. */
+const policy = (eip: Name, q: (typeof QOS)[number]) => (q === 'q-shared' || !q ? q : `${q}-${eip}`);
+
+const rule = (name: string, direction: 'ingress' | 'egress', rate: string, priority = 1) => ({
+  name,
+  direction,
+  priority,
+  rateMax: rate,
+  burstMax: rate,
+});
+
+/** A world, the bridge's view of it (to emit add/delete events as objects appear and go), and a count of allocations. */
+function replayWorld() {
+  const w = world();
+  w.cluster.putPod({ ...w.pod(), uid: 'uid-pod-0' });
+  // Unshared policies are per EIP: two EIPs racing for one is order-dependent by design (one winner), which is
+  // pinned elsewhere; here the end state must not depend on the order.
+  for (const n of NAMES) {
+    w.qos(`q1-${n}`, [rule('in', 'ingress', '10')]);
+    w.qos(`q2-${n}`, [rule('in', 'ingress', '20'), rule('out', 'egress', '30', 2)]);
+  }
+  w.qos('q-shared', [rule('out', 'egress', '5')], { shared: true });
+  let allocations = 0;
+  const map = w.ipam.allocations;
+  const set = map.set.bind(map);
+  map.set = (k, v) => {
+    if (!map.has(k) && !v.owner.uid.startsWith('pod:')) allocations += 1;
+    return set(k, v);
+  };
+  const seen = new Map<string, IptablesEip>();
+  const live = new Set<Name>();
+  const generation = new Map<Name, number>();
+  let pods = 0;
+  let rules = 0;
+  return {
+    w,
+    allocations: () => allocations,
+    /** Events for objects that appeared or went since the last look (as the bridge's watch would). */
+    watch(): EipEvent[] {
+      const out: EipEvent[] = [];
+      for (const [name, last] of seen) {
+        const now = w.get(name);
+        if (!now || now.metadata.uid !== last.metadata.uid) {
+          seen.delete(name);
+          out.push(
+            eventOf('delete', last, 'deleted', {
+              old: { metadata: { name, uid: last.metadata.uid }, spec: last.spec, status: last.status },
+            }),
+          );
+        }
+      }
+      for (const e of w.cluster.eips.values()) {
+        const last = seen.get(e.metadata.name);
+        if (!last) out.push(eventOf('add', e, 'added'));
+        seen.set(e.metadata.name, structuredClone(e));
+      }
+      return out;
+    },
+    /** Names the user has created and not deleted: what the user may edit, bind rules to, or delete. */
+    live,
+    /**
+     * Applies a change to the world; returns the events the bridge sends for it (besides add/delete). The user acts
+     * on what they created, never on what the handlers have done so far, so both runs see the same changes — except
+     * a create under the name of an object still terminating, which the API refuses: `blocked` asks the runner to
+     * let that object go first (the user retries), and the create is dropped if it never goes.
+     */
+    apply(c: Change): EipEvent[] | { blocked: Name } {
+      const eip = 'eip' in c ? w.get(c.eip) : undefined;
+      switch (c.kind) {
+        case 'create': {
+          if (live.has(c.eip)) return [];
+          if (eip) return { blocked: c.eip };
+          const n = (generation.get(c.eip) ?? 0) + 1;
+          generation.set(c.eip, n);
+          live.add(c.eip);
+          w.cluster.putEip({
+            metadata: { name: c.eip, uid: `uid-${c.eip}-${n}` },
+            spec: { natGwDp: GW, ...(c.qos && { qosPolicy: policy(c.eip, c.qos) }) },
+          });
+          return [];
+        }
+        case 'edit-qos': {
+          if (!live.has(c.eip) || !eip || eip.spec.qosPolicy === policy(c.eip, c.qos)) return [];
+          const spec = { ...eip.spec };
+          if (c.qos) spec.qosPolicy = policy(c.eip, c.qos);
+          else delete spec.qosPolicy;
+          w.cluster.eips.get(c.eip)!.spec = spec;
+          w.cluster.editEipSpec(c.eip, {});
+          return [eventOf('update', w.get(c.eip)!, 'qos-changed')];
+        }
+        case 'rule-add': {
+          if (!live.has(c.eip) || !eip) return [];
+          w.cluster.putRule('IptablesFIPRule', `fip-${++rules}`, c.eip);
+          return [eventOf('reset', eip, 'nat-rule-changed')];
+        }
+        case 'rule-remove': {
+          const r = [...w.cluster.rules.values()].find((x) => x.spec.eip === c.eip);
+          if (!r) return [];
+          w.cluster.removeRule(r.kind, r.metadata.name);
+          return eip ? [eventOf('reset', eip, 'nat-rule-changed')] : [];
+        }
+        case 'pod-recreate': {
+          // The StatefulSet makes a new pod: a new uid, a later start, a fresh gateway.
+          w.clock.advance(5_000);
+          const at = new Date(w.clock.now()).toISOString();
+          w.cluster.putPod({
+            ...w.pod(),
+            uid: `uid-pod-${++pods}`,
+            creationTimestamp: at,
+            container: { restartCount: 0, startedAt: at, ready: true },
+          });
+          return [...w.cluster.eips.values()].map((e) => eventOf('update', e, 'gateway-ready'));
+        }
+        case 'container-restart': {
+          w.restartContainer();
+          return [...w.cluster.eips.values()].map((e) => eventOf('update', e, 'gateway-restarted'));
+        }
+        case 'delete': {
+          if (!live.has(c.eip) || !eip) return [];
+          live.delete(c.eip);
+          w.cluster.deleteEip(c.eip, new Date(w.clock.now()).toISOString());
+          return w.get(c.eip) ? [eventOf('update', w.get(c.eip)!, 'deletion-requested')] : [];
+        }
+      }
+    },
+  };
+}
+
+function eventOf(
+  handler: HandlerName,
+  e: IptablesEip,
+  reason: Reason,
+  extra: Partial<EipEvent> = {},
+): EipEvent {
+  return {
+    version: 1,
+    id: `${e.metadata.uid}:${e.metadata.resourceVersion}:${reason}`,
+    handler,
+    reason,
+    object: { name: e.metadata.name, uid: e.metadata.uid, resourceVersion: e.metadata.resourceVersion },
+    ...extra,
+  };
+}
+
+/** Runs one event; false when it threw a retryable error (it is then delivered again later). */
+async function deliver(w: World, event: EipEvent): Promise<boolean> {
+  invocations += 1;
+  const inv: Invocation = {
+    event,
+    signal: new AbortController().signal,
+    deadline: w.clock.now() + 60_000,
+    log: w.log,
+  };
+  try {
+    await operations[event.handler](inv, w.deps);
+    return true;
+  } catch (e) {
+    if (e instanceof RetryableError) return false;
+    throw e;
+  }
+}
+
+/** Delivers everything pending, in order, until nothing is left (deliveries can make the bridge emit more). */
+async function drain(r: ReturnType<typeof replayWorld>, queue: EipEvent[]): Promise<void> {
+  for (let rounds = 0; queue.length > 0; rounds++) {
+    if (rounds > 500)
+      throw new Error(
+        `events keep failing: ${queue.map((e) => `${e.handler}/${e.reason} ${e.object.name}`)}`,
+      );
+    const e = queue.shift()!;
+    if (!(await deliver(r.w, e))) queue.push(e);
+    queue.push(...r.watch());
+  }
+}
+
+/** Delivers the pending events of `name`, in pool order (the rest stay pending). */
+async function handled(r: ReturnType<typeof replayWorld>, pool: EipEvent[], name: Name): Promise<void> {
+  const mine = pool.filter((e) => e.object.name === name);
+  for (const e of mine) pool.splice(pool.indexOf(e), 1);
+  await drain(r, mine);
+}
+
+/** Two resync rounds: an update event for every EIP, delivered in order. */
+async function resync(r: ReturnType<typeof replayWorld>): Promise<void> {
+  for (let round = 0; round < 2; round++)
+    await drain(
+      r,
+      [...r.w.cluster.eips.values()].map((e) => eventOf('update', e, 'resync')),
+    );
+}
+
+/**
+ * The user waits for a terminating object to go before creating its name again: its pending events are delivered
+ * (then a resync, as the bridge's would) until it is gone or nothing more happens (a NAT rule still holds it).
+ */
+async function letGo(r: ReturnType<typeof replayWorld>, pool: EipEvent[], name: Name): Promise<void> {
+  for (let i = 0; i < pool.length && r.w.get(name); ) {
+    const e = pool[i]!;
+    if (e.object.name !== name) {
+      i++;
+      continue;
+    }
+    pool.splice(i, 1);
+    if (!(await deliver(r.w, e))) pool.push(e);
+    pool.push(...r.watch());
+  }
+  const eip = r.w.get(name);
+  if (eip) await drain(r, [eventOf('update', eip, 'resync')]);
+  pool.push(...r.watch());
+}
+
+/** Everything observable, with addresses named after their holder (two runs may hand out addresses in another order). */
+function comparable(w: World): unknown {
+  let text = JSON.stringify(normalized(w));
+  const held = [...w.ipam.allocations.values()].sort((x, y) => y.address.length - x.address.length);
+  for (const a of held)
+    text = text.replace(
+      new RegExp(`(?<![\\d.])${a.address.replaceAll('.', '\\.')}(?![\\d])`, 'g'),
+      `ip(${a.owner.name})`,
+    );
+  // An empty status field and an absent one read the same (`kubectl get` shows neither).
+  const state = JSON.parse(text, (k, v) =>
+    v === '' && ['qosPolicy', 'nat', 'redo'].includes(k) ? undefined : v,
+  ) as Record<string, unknown[]>;
+  // The order in which addresses were added is not part of the state.
+  for (const k of ['allocations', 'net1', 'tc'])
+    state[k] = [...(state[k] ?? [])].sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+  return state;
+}
+
+/**
+ * KNOWN FAILURE (pinned by the `it.fails` below, reported to the core owner): an EIP that is terminating but still
+ * used by a NAT rule is not redone after a gateway restart, so it stays Ready without its address on net1. The
+ * property excuses exactly that violation for exactly such an EIP until the fix lands.
+ */
+const KNOWN = /^(\S+): Ready but \S+ is not on net1$/;
+const terminating = (w: World, violation: string) =>
+  !!w.get(KNOWN.exec(violation)?.[1] ?? '')?.metadata.deletionTimestamp;
+
+let sequences = 0;
+let events = 0;
+let invocations = 0;
+
+afterAll(() => {
+  console.log(
+    `replay: ${sequences} sequences, ${events} events delivered out of order, ${invocations} handler invocations in all` +
+      (LONG ? ' (EIP_LONG=1)' : ` (a short run; EIP_LONG=1 runs ${2_000} sequences)`),
+  );
+});
+
+describe('replay: duplicated, reordered, delayed and stale events converge', () => {
+  if (!LONG)
+    console.log('replay: the long randomized run is skipped (set EIP_LONG=1 to run 2,000 sequences)');
+
+  it('the world ends as the in-order run, with no extra allocation', async () => {
+    const seed = process.env.EIP_REPLAY_SEED ? Number(process.env.EIP_REPLAY_SEED) : undefined;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(stepArb, { minLength: 1, maxLength: LONG ? 80 : 40, size: LONG ? 'max' : 'medium' }),
+        async (steps) => {
+          sequences += 1;
+          // In order: every event delivered once, right after the change that caused it.
+          const ref = replayWorld();
+          for (const s of steps) {
+            if (s.kind === 'deliver') continue;
+            let out = ref.apply(s);
+            if ('blocked' in out) {
+              await letGo(ref, [], out.blocked);
+              out = ref.apply(s);
+            }
+            await drain(ref, [...('blocked' in out ? [] : out), ...ref.watch()]);
+          }
+          // Scrambled: events wait in a pool; each deliver step runs one picked at random (maybe leaving a copy).
+          const mix = replayWorld();
+          const pool: EipEvent[] = [];
+          for (const s of steps) {
+            if (s.kind === 'deliver') {
+              if (pool.length === 0) continue;
+              const i = s.pick % pool.length;
+              const e = pool[i]!;
+              if (!s.duplicate) pool.splice(i, 1);
+              events += 1;
+              if (!(await deliver(mix.w, e)) && s.duplicate === false) pool.push(e);
+            } else {
+              // A user deletes an EIP they have seen handled (whether it holds a finalizer decides whether it goes at
+              // once, so deleting one nobody has looked at yet is a race with a legitimately different end).
+              if (s.kind === 'delete') await handled(mix, pool, s.eip);
+              let out = mix.apply(s);
+              if ('blocked' in out) {
+                await letGo(mix, pool, out.blocked);
+                out = mix.apply(s);
+              }
+              if (!('blocked' in out)) pool.push(...out);
+            }
+            pool.push(...mix.watch());
+          }
+          // Whatever is still pending is delivered late (stale by now), in the order the pool holds it.
+          events += pool.length;
+          await drain(mix, pool);
+
+          // Then the bridge's periodic resync (what also retries an EIP whose blocker went away), in both.
+          await resync(ref);
+          await resync(mix);
+
+          expect(invariantViolations(mix.w).filter((v) => !KNOWN.test(v) || !terminating(mix.w, v))).toEqual(
+            [],
+          );
+          expect(comparable(mix.w)).toEqual(comparable(ref.w));
+          expect(mix.allocations()).toBeLessThanOrEqual(ref.allocations());
+        },
+      ),
+      {
+        numRuns: RUNS,
+        ...(seed !== undefined && { seed }),
+        ...(process.env.EIP_REPLAY_PATH && { path: process.env.EIP_REPLAY_PATH }),
+      },
+    );
+  }, 600_000);
+});
+
+describe('replay findings', () => {
+  it.fails('an EIP terminating while a NAT rule still uses it is redone after a container restart', async () => {
+    const r = replayWorld();
+    for (const c of [
+      { kind: 'create', eip: 'b', qos: undefined },
+      { kind: 'rule-add', eip: 'b' },
+      { kind: 'delete', eip: 'b' },
+      { kind: 'container-restart' },
+    ] as Change[]) {
+      const out = r.apply(c);
+      await drain(r, [...('blocked' in out ? [] : out), ...r.watch()]);
+    }
+    const b = r.w.get('b')!;
+    expect(b.metadata.deletionTimestamp).toBeDefined();
+    // The FIP rule still sends traffic to this address: it must be back on net1 (or the EIP not say Ready).
+    expect(invariantViolations(r.w)).toEqual([]);
+  });
+});
