@@ -1,8 +1,9 @@
 /**
  * The audit on the real adapters: the local Kubernetes API (pods/exec into the simulated gateways), dynalite and the
  * kube-ovn stand-ins, with the handlers making EIPs Ready. Drift of every kind is injected the way it happens —
- * addresses deleted and added inside a gateway, a label and a status written by hand, an allocation and a lease left
- * behind by a dead owner, a filter lost — then found, and repaired where that is safe.
+ * addresses deleted and added inside a gateway and a filter lost (kubectl exec), a label and a status written by
+ * hand (kubectl label, kubectl patch --subresource=status), an allocation and a lease left behind by an owner that
+ * died hours ago (written to dynalite) — then found, and repaired where that is safe.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,7 @@ import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
 import { startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
+import { kubectl } from '../../local/kube-api/testing.js';
 import type { NatGatewaySim } from '../../local/natgw/sim.js';
 import { ensureTable } from '../../local/table.js';
 import { createDynamoIpam, createDynamoLeases } from '../../shared/adapters/dynamo/index.js';
@@ -30,6 +32,7 @@ import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import { eventuallyValue } from '../support/eventually.js';
+import { kubectlOrSkip } from '../support/kubectl.js';
 
 const TABLE = 'audit-it-ipam';
 const NS = 'kube-system';
@@ -49,10 +52,26 @@ const sim = (gw: string): NatGatewaySim => {
   if (!s) throw new Error(`no simulated gateway for ${gw}`);
   return s;
 };
-const sh = (gw: string, ...argv: string[]): void => {
+const { skip: noKubectl } = kubectlOrSkip();
+/** A command in a gateway, as an operator runs it: kubectl exec (the simulator directly only where kubectl is missing). */
+async function sh(gw: string, ...argv: string[]): Promise<void> {
+  if (!noKubectl) {
+    const r = await kubectl(api, 'exec', '-n', NS, `vpc-nat-gw-${gw}-0`, '-c', 'vpc-nat-gw', '--', ...argv);
+    if (r.code !== 0) throw new Error(`kubectl exec ${argv.join(' ')}: ${r.stderr}`);
+    return;
+  }
   const r = sim(gw).exec(argv);
   if (r.exitCode !== 0) throw new Error(`${argv.join(' ')}: ${r.stderr}`);
-};
+}
+/** kubectl as a person at a shell (the API directly only where kubectl is missing). */
+async function byHand(args: string[], fallback: () => Promise<unknown>): Promise<void> {
+  if (noKubectl) {
+    await fallback();
+    return;
+  }
+  const r = await kubectl(api, ...args);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}`);
+}
 const has = (gw: string, ip: string) =>
   sim(gw)
     .net1Addresses()
@@ -155,17 +174,21 @@ describe('npm run audit, on the real adapters', () => {
 
   it('finds drift of every kind, and repairs the safe subset', async () => {
     // Inside the gateways.
-    sh('gw1', 'ip', 'addr', 'del', `${ips.d}/24`, 'dev', 'net1'); // missing
-    sh('gw1', 'ip', 'addr', 'add', '172.18.0.200/24', 'dev', 'net1'); // orphan
-    sh('gw2', 'ip', 'addr', 'add', `${ips.b}/24`, 'dev', 'net1'); // on two gateways
-    sh('gw1', 'ip', 'addr', 'del', `${ips.f}/24`, 'dev', 'net1'); // moved to the wrong gateway
-    sh('gw2', 'ip', 'addr', 'add', `${ips.f}/24`, 'dev', 'net1');
-    sh('gw1', 'bash', '/kube-ovn/nat-gateway.sh', 'eip-egress-qos-del', ips.a!); // QoS lost
+    await sh('gw1', 'ip', 'addr', 'del', `${ips.d}/24`, 'dev', 'net1'); // missing
+    await sh('gw1', 'ip', 'addr', 'add', '172.18.0.200/24', 'dev', 'net1'); // orphan
+    await sh('gw2', 'ip', 'addr', 'add', `${ips.b}/24`, 'dev', 'net1'); // on two gateways
+    await sh('gw1', 'ip', 'addr', 'del', `${ips.f}/24`, 'dev', 'net1'); // moved to the wrong gateway
+    await sh('gw2', 'ip', 'addr', 'add', `${ips.f}/24`, 'dev', 'net1');
+    await sh('gw1', 'bash', '/kube-ovn/nat-gateway.sh', 'eip-egress-qos-del', ips.a!); // QoS lost
     // In the cluster.
     const g = await eip('g');
-    await deps.cluster.updateEip('g', g.metadata.resourceVersion, {
-      labels: { 'ovn.kubernetes.io/eip_v4_ip': '172.18.0.250' },
-    });
+    await byHand(
+      ['label', 'iptables-eip', 'g', 'ovn.kubernetes.io/eip_v4_ip=172.18.0.250', '--overwrite'],
+      () =>
+        deps.cluster.updateEip('g', g.metadata.resourceVersion, {
+          labels: { 'ovn.kubernetes.io/eip_v4_ip': '172.18.0.250' },
+        }),
+    );
     const objects = KubernetesObjectApi.makeApiClient(kubeConfigFromFile(join(dir, 'kubeconfig')));
     await objects.create({
       apiVersion: 'kubeovn.io/v1',
@@ -173,7 +196,19 @@ describe('npm run audit, on the real adapters', () => {
       metadata: { name: 'e' },
       spec: { natGwDp: 'gw1' },
     } as KubernetesObject);
-    await deps.cluster.patchEipStatus('e', { ready: true }); // Ready, no address
+    // Ready, no address.
+    await byHand(
+      [
+        'patch',
+        'iptables-eip',
+        'e',
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        '{"status":{"ready":true}}',
+      ],
+      () => deps.cluster.patchEipStatus('e', { ready: true }),
+    );
     // In the table: an owner that died hours ago left an allocation and a lease.
     const past = { now: () => Date.now() - 3 * 3_600_000 };
     const subnet = (await deps.cluster.getSubnet('ovn-vpc-external-network'))!;
@@ -255,8 +290,8 @@ describe('npm run audit, on the real adapters', () => {
     const after = await runAudit(deps);
     expect(kindsOf(after.drift)).toEqual(['duplicate-address', 'duplicate-address', 'orphan-address']);
     // An operator removes the stray copies on gw2; the orphan, seen again after the grace period, is removed.
-    sh('gw2', 'ip', 'addr', 'del', `${ips.b}/24`, 'dev', 'net1');
-    sh('gw2', 'ip', 'addr', 'del', `${ips.f}/24`, 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'del', `${ips.b}/24`, 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'del', `${ips.f}/24`, 'dev', 'net1');
     offset = 11 * MIN;
     const later = await runAudit(deps);
     expect(kindsOf(later.drift)).toEqual(['orphan-address']);
@@ -274,13 +309,13 @@ describe('npm run audit, on the real adapters', () => {
 
   it('an orphan that returns after it was gone starts a new grace period', async () => {
     offset = 0;
-    sh('gw2', 'ip', 'addr', 'add', '172.18.0.201/24', 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'add', '172.18.0.201/24', 'dev', 'net1');
     const first = await runAudit(deps);
     expect((await repairDrift(deps, first, { orphanGraceMs: 10 * MIN }))[0]?.result).toBe('waiting');
-    sh('gw2', 'ip', 'addr', 'del', '172.18.0.201/24', 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'del', '172.18.0.201/24', 'dev', 'net1');
     offset = 5 * MIN;
     await repairDrift(deps, await runAudit(deps), { orphanGraceMs: 10 * MIN }); // clean: the sighting is forgotten
-    sh('gw2', 'ip', 'addr', 'add', '172.18.0.201/24', 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'add', '172.18.0.201/24', 'dev', 'net1');
     offset = 11 * MIN;
     const back = await runAudit(deps);
     expect((await repairDrift(deps, back, { orphanGraceMs: 10 * MIN }))[0]?.result).toBe('waiting');
@@ -292,7 +327,7 @@ describe('npm run audit, on the real adapters', () => {
   }, 30_000);
 
   it('Ready without its address, when it cannot be re-added: ready=false with a condition', async () => {
-    sh('gw1', 'ip', 'addr', 'del', `${ips.d}/24`, 'dev', 'net1');
+    await sh('gw1', 'ip', 'addr', 'del', `${ips.d}/24`, 'dev', 'net1');
     const fault = api.faults.failExec({
       command: 'eip-add',
       times: Number.POSITIVE_INFINITY,
@@ -332,7 +367,7 @@ describe('npm run audit, on the real adapters', () => {
   }, 30_000);
 
   it('the hourly gc function collects garbage, then checks every gateway and repairs the drift', async () => {
-    sh('gw2', 'ip', 'addr', 'del', `${ips.g}/24`, 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'del', `${ips.g}/24`, 'dev', 'net1');
     const env = {
       KUBECONFIG: join(dir, 'kubeconfig'),
       TABLE_NAME: TABLE,
