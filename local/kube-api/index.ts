@@ -200,9 +200,9 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   });
   if (dataDir) {
     const dd = dataDir;
-    store.subscribe(() => dd.changed());
-    dd.changed();
     dd.flush();
+    // Synchronous: the change is on disk before the write that made it is answered.
+    store.subscribe((event) => dd.record(event));
   }
 
   const server: Server = createServer((req, res) => {
@@ -242,7 +242,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
           server.close(() => resolve());
           server.closeAllConnections();
         });
-        dataDir?.flush();
+        dataDir?.close();
       })();
       return closing;
     },

@@ -219,6 +219,70 @@ kubectlSuite('running the local API', () => {
     });
   });
 
+  describe('durability', () => {
+    it('keeps every write it acknowledged when killed with SIGKILL in the middle of a burst', async () => {
+      const dir = tmp();
+      const kubeconfig = join(dir, 'kubeconfig');
+      const dataDir = join(dir, 'data');
+      const first = npmCluster(['--kubeconfig', kubeconfig, '--data-dir', dataDir, '--quiet'], true);
+      const acknowledged = new Map<string, string>();
+      try {
+        await waitFor(() => first.stdout().includes('\n'), 20_000);
+        const kc = new KubeConfig();
+        kc.loadFromFile(kubeconfig);
+        const co = kc.makeApiClient(CustomObjectsApi);
+        let killed = false;
+        const burst = Array.from({ length: 300 }, async (_, i) => {
+          const name = `burst-${i}`;
+          try {
+            const o = (await co.createClusterCustomObject({ ...EIP, body: eip(name) })) as {
+              metadata: { uid: string };
+            };
+            acknowledged.set(name, o.metadata.uid);
+            // The kill lands while the rest of the burst is still in flight.
+            if (acknowledged.size === 100 && !killed && first.child.pid) {
+              killed = true;
+              process.kill(-first.child.pid, 'SIGKILL');
+            }
+          } catch {
+            // refused or cut off by the kill: not acknowledged
+          }
+        });
+        await Promise.all(burst);
+        expect(killed).toBe(true);
+      } finally {
+        if (first.child.pid) {
+          try {
+            process.kill(-first.child.pid, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
+      }
+      await first.exited;
+      expect(acknowledged.size).toBeGreaterThanOrEqual(100);
+
+      const second = npmCluster(['--kubeconfig', kubeconfig, '--data-dir', dataDir, '--quiet'], true);
+      try {
+        await waitFor(() => second.stdout().includes('\n'), 20_000);
+        const kc = new KubeConfig();
+        kc.loadFromFile(kubeconfig);
+        const listed = (await kc.makeApiClient(CustomObjectsApi).listClusterCustomObject(EIP)) as {
+          items: { metadata: { name: string; uid: string } }[];
+        };
+        const kept = new Map(listed.items.map((i) => [i.metadata.name, i.metadata.uid]));
+        const lost = [...acknowledged].filter(([name, uid]) => kept.get(name) !== uid).map(([n]) => n);
+        console.log(
+          `[durability] ${acknowledged.size} creates acknowledged before SIGKILL, ${kept.size} objects after restart, ${lost.length} acknowledged writes lost`,
+        );
+        expect(lost).toEqual([]);
+      } finally {
+        if (second.child.pid) process.kill(-second.child.pid, 'SIGTERM');
+      }
+      expect(await second.exited).toBe(0);
+    });
+  });
+
   describe('fault injection', () => {
     const env = useApi();
 
