@@ -1,12 +1,11 @@
 /**
  * In-memory Leases: the same rules as the DynamoDB adapter (shared/adapters/dynamo/leases.ts): take when free,
- * expired or already ours; an expiry must lie in the future and is cut to 15 minutes; release only by the holder.
+ * expired or already ours; an expiry must lie in the future and is cut to LEASE_MAX_MS (shared/domain/lease.ts);
+ * release only by the holder.
  */
 import { DeadlineError, InvalidSpecError, LeaseHeldError } from '../../shared/domain/errors.js';
+import { LEASE_MAX_MS } from '../../shared/domain/lease.js';
 import type { Clock, Lease, Leases } from '../../shared/ports.js';
-
-/** No lease outlives the longest Lambda invocation. */
-const MAX_LEASE_MS = 15 * 60_000;
 
 export class MemoryLeases implements Leases {
   readonly held = new Map<string, Lease>();
@@ -29,7 +28,7 @@ export class MemoryLeases implements Leases {
         current.expiresAt,
       );
     }
-    const lease: Lease = { key, holder, expiresAt: Math.min(Math.floor(expiresAt), now + MAX_LEASE_MS) };
+    const lease: Lease = { key, holder, expiresAt: Math.min(Math.floor(expiresAt), now + LEASE_MAX_MS) };
     this.held.set(key, lease);
     return lease;
   }

@@ -32,7 +32,6 @@ export const DYNAMO_METRICS = {
   IpamSubnetUtilisation: 'Percent',
   IpamGcOrphans: 'Count',
   IpamGcReleased: 'Count',
-  LeaseContention: 'Count',
 } as const;
 
 export interface DynamoIpamOptions {

@@ -10,12 +10,13 @@ import {
   PutItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { DeadlineError, InvalidSpecError, LeaseHeldError } from '../../domain/errors.js';
+import { LEASE_MAX_MS } from '../../domain/lease.js';
 import type { Clock, Lease, Leases, Metrics } from '../../ports.js';
 import { LEASE_SK, leasePk } from './layout.js';
 import type { Store } from './store.js';
 
-/** No lease outlives the longest Lambda invocation (15 min); a longer request is cut to this. */
-export const MAX_LEASE_MS = 15 * 60_000;
+/** A longer request is cut to the one lease maximum (shared/domain/lease.ts). */
+export const MAX_LEASE_MS = LEASE_MAX_MS;
 /** Expired items linger this long before the TTL sweep may take them (useful when reading the table). */
 const TTL_MARGIN_SEC = 3600;
 
@@ -23,7 +24,8 @@ export class DynamoLeases implements Leases {
   constructor(
     private readonly store: Store,
     private readonly clock: Clock,
-    private readonly metrics?: Metrics,
+    // Kept for callers that pass one; lease contention is counted by the core (ADR 0014).
+    _metrics?: Metrics,
   ) {}
 
   async acquire(key: string, holder: string, expiresAt: number): Promise<Lease> {
@@ -51,7 +53,7 @@ export class DynamoLeases implements Leases {
       }),
     );
     if (r.ok) return { key, holder, expiresAt: until };
-    this.metrics?.count('LeaseContention', 1);
+    // Contention is counted once, by the core's withLease, whatever the adapter.
     // AWS returns the item that failed the condition; dynalite does not, so then one read tells who holds it.
     const current =
       r.item ??
