@@ -12,6 +12,9 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import WebSocket from 'ws';
 
+/** Sent with every request: API server audit logs and the local API's request log tell this product apart. */
+export const USER_AGENT = 'eip-lambdas';
+
 /** How to reach one API server. */
 export interface KubeEndpoint {
   /** https://host[:port] (or http:// for the local API). */
@@ -154,6 +157,7 @@ export class KubeRest {
     const payload = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body));
     const headers: Record<string, string> = {
       Accept: 'application/json',
+      'User-Agent': USER_AGENT,
       ...(await c.headers()),
       ...(payload && {
         'Content-Type': options.contentType ?? 'application/json',
@@ -202,7 +206,7 @@ export class KubeRest {
     url.searchParams.set('stdin', 'false');
     url.searchParams.set('tty', 'false');
     const ws = new WebSocket(url, ['v5.channel.k8s.io', 'v4.channel.k8s.io'], {
-      headers: await c.headers(),
+      headers: { 'User-Agent': USER_AGENT, ...(await c.headers()) },
       ...c.tls,
     });
     ws.binaryType = 'nodebuffer';
