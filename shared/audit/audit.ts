@@ -244,17 +244,20 @@ export async function repairDrift(
         kind: main.kind,
         target: name,
         action: `${action} (update, reason ${reason})`,
-        result: outcome.status === 'rejected' ? 'failed' : 'done',
+        result: outcome.status === 'rejected' ? 'failed' : outcome.status === 'skipped' ? 'skipped' : 'done',
         detail: describe(outcome),
       });
     } catch (e) {
       const why = (e as Error).message;
-      const missing = drift.find((d) => d.kind === 'missing-address');
+      // Ready without its address (not on the gateway, or no status.ip at all).
+      const missing = drift.find(
+        (d) => d.kind === 'missing-address' || (d.kind === 'status-mismatch' && d.address === undefined),
+      );
       if (missing && (e instanceof GatewayCommandError || e instanceof GatewayNotReadyError)) {
         // The address cannot be put back now: the status must stop saying Ready.
         const marked = await markNotReady(deps, inv, missing, why).catch((err: unknown) => String(err));
         note({
-          kind: 'missing-address',
+          kind: missing.kind,
           target: name,
           action: 'mark not ready',
           result: marked === true ? 'done' : 'failed',
@@ -445,7 +448,9 @@ async function markNotReady(deps: Deps, inv: Invocation, d: Drift, why: string):
   await withLease(inv, deps, async () => {
     const eip: IptablesEip | undefined = await deps.cluster.getEip(d.eip!);
     if (!eip || eip.metadata.uid !== d.uid || eip.metadata.deletionTimestamp) return;
-    const message = `${d.address} is not on gateway ${d.gateway} and could not be re-added: ${why}`;
+    const message = d.address
+      ? `${d.address} is not on gateway ${d.gateway} and could not be re-added: ${why}`
+      : `Ready without an address, and none could be configured: ${why}`;
     const conditions = setCondition(
       eip.status?.conditions,
       { type: ConditionType.ready, status: 'False', reason: 'AddressMissing', message },
