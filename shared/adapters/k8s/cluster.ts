@@ -13,6 +13,7 @@
  */
 import type { CoreV1Event, V1ConfigMap, V1Pod } from '@kubernetes/client-node';
 import { ConflictError, GatewayNotReadyError } from '../../domain/errors.js';
+import { gatewayPodSelector } from '../../domain/gateway-pod.js';
 import {
   API_VERSION,
   GATEWAY_CONTAINER,
@@ -52,6 +53,11 @@ export interface K8sClusterOptions {
   eventNamespace?: string;
   /** For failures that are swallowed on purpose (Events are best effort). */
   log?: Pick<Logger, 'warn'>;
+  /**
+   * How long the nat-gw ConfigMaps, Subnets and VpcNatGateways read are reused (a warm Lambda container serves
+   * many events; these objects change rarely). 0, the default, reads them every time. ADR 0028.
+   */
+  cacheTtlMs?: number;
 }
 
 /** Event source, and the reportingComponent of every Event this product writes. */
@@ -164,12 +170,29 @@ class K8sCluster implements Cluster {
   private readonly log: Pick<Logger, 'warn'>;
   /** The last copy of each EIP this adapter saw, so updateEip can build its patch without another GET. */
   private readonly seen = new Map<string, IptablesEip>();
+  private readonly cacheTtlMs: number;
+  /** Reads of slowly changing objects, by kind and name, with when they were made (a pending read is shared). */
+  private readonly cache = new Map<string, { at: number; value: Promise<unknown> }>();
 
   constructor(options: K8sClusterOptions) {
     this.rest = new KubeRest(options.kubeConfig);
     this.namespace = options.namespace ?? 'kube-system';
     this.eventNamespace = options.eventNamespace ?? 'default';
     this.log = options.log ?? defaultLog;
+    this.cacheTtlMs = options.cacheTtlMs ?? 0;
+  }
+
+  /** `read()` once per `cacheTtlMs` per key; a failed read is not kept. */
+  private cached<T>(key: string, read: () => Promise<T>): Promise<T> {
+    if (this.cacheTtlMs <= 0) return read();
+    const now = Date.now();
+    const hit = this.cache.get(key);
+    if (hit && now - hit.at < this.cacheTtlMs) return hit.value as Promise<T>;
+    const value = read();
+    this.cache.set(key, { at: now, value });
+    value.catch(() => this.cache.delete(key));
+    if (this.cache.size > 512) this.cache.delete(this.cache.keys().next().value!);
+    return value;
   }
 
   // ------------------------------------------------------------ reads
@@ -197,11 +220,11 @@ class K8sCluster implements Cluster {
   }
 
   getSubnet(name: string): Promise<Subnet | undefined> {
-    return this.getCustom<Subnet>(Plural.subnet, name);
+    return this.cached(`subnet/${name}`, () => this.getCustom<Subnet>(Plural.subnet, name));
   }
 
   getVpcNatGateway(name: string): Promise<VpcNatGateway | undefined> {
-    return this.getCustom<VpcNatGateway>(Plural.gateway, name);
+    return this.cached(`gateway/${name}`, () => this.getCustom<VpcNatGateway>(Plural.gateway, name));
   }
 
   async listNatRulesForEip(eipName: string): Promise<NatRuleRef[]> {
@@ -222,7 +245,7 @@ class K8sCluster implements Cluster {
   }
 
   async findGatewayPod(gw: string): Promise<GatewayPod | undefined> {
-    const labelSelector = `${Label.app}=vpc-nat-gw-${gw},${Label.vpcNatGw}=true`;
+    const labelSelector = gatewayPodSelector(gw);
     let pods: V1Pod[];
     try {
       pods = (await this.listPods(labelSelector)).items;
@@ -247,13 +270,15 @@ class K8sCluster implements Cluster {
     }
   }
 
-  async natGwFeature(): Promise<NatGwFeature> {
-    // Both read at once: one round trip of latency; the rule itself is kube-ovn's (natGwFeatureOf).
-    const [enable, image] = await Promise.all([
-      this.readConfigMap(NatGwConfigMap.enable),
-      this.readConfigMap(NatGwConfigMap.image),
-    ]);
-    return natGwFeatureOf(enable && (enable.data ?? {}), image && (image.data ?? {}));
+  natGwFeature(): Promise<NatGwFeature> {
+    return this.cached('natgw-feature', async () => {
+      // Both read at once: one round trip of latency; the rule itself is kube-ovn's (natGwFeatureOf).
+      const [enable, image] = await Promise.all([
+        this.readConfigMap(NatGwConfigMap.enable),
+        this.readConfigMap(NatGwConfigMap.image),
+      ]);
+      return natGwFeatureOf(enable && (enable.data ?? {}), image && (image.data ?? {}));
+    });
   }
 
   // ------------------------------------------------------------ writes
