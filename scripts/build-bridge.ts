@@ -21,6 +21,9 @@ export async function bundleBridge(outfile = DEFAULT_OUTFILE): Promise<string> {
     sourcemap: 'linked',
     legalComments: 'none',
     logLevel: 'warning',
+    // client-node → node-fetch 2 → whatwg-url 5 → tr46 0.0.3 require('punycode'), which resolves to Node's
+    // deprecated built-in (DEP0040 warning at start-up). The userland package has the same API.
+    alias: { punycode: 'punycode/punycode.js' },
     // Some bundled CommonJS packages call require() for Node built-ins; give the ESM bundle one.
     banner: {
       js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",

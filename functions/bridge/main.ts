@@ -5,12 +5,16 @@
  *
  *   npx tsx functions/bridge/main.ts --help
  */
+import { CloudWatchClient } from '@aws-sdk/client-cloudwatch';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { KubeConfig } from '@kubernetes/client-node';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { type BridgeConfig, loadBridgeConfig } from '../../shared/bridge/config.js';
 import {
+  BridgeMetrics,
+  cloudWatchPublisher,
+  emfPublisher,
   eventBridgeSink,
   inProcessSink,
   lambdaSink,
@@ -39,6 +43,11 @@ environment:
   DRAIN_SECONDS              on SIGTERM, wait this long for queued events (default 25)
   STATS_SECONDS              log the counters this often; 0 = never (default 60)
   LOG_LEVEL                  debug | info | warn | error (default info)
+  QUEUE_LIMIT                waiting events at which the watches pause (default 10000)
+  BRIDGE_METRICS             cloudwatch | emf | none: where BridgeHeartbeat, BridgeEventsFailed, BridgeQueueDepth
+                             and ForeignWriter go (namespace EipLambdas, dimension service=eip-bridge; default
+                             cloudwatch, none with the in-process sink)
+  HEARTBEAT_SECONDS          heartbeat and metrics period; 0 = off (default 60)
   AWS_REGION, AWS_*          the AWS SDK's usual settings (endpoints, credentials)
   The in-process sink runs the handlers here and needs their settings too (TABLE_NAME, ...).
 
@@ -53,12 +62,25 @@ function kubeConfigOf(config: BridgeConfig): KubeConfig {
   return kc;
 }
 
+function metricsOf(config: BridgeConfig, log: Logger): BridgeMetrics | undefined {
+  const onError = (error: string) => log.warn('metrics not published', { target: config.metrics, error });
+  switch (config.metrics) {
+    case 'cloudwatch':
+      return new BridgeMetrics(cloudWatchPublisher(new CloudWatchClient({})), onError);
+    case 'emf':
+      return new BridgeMetrics(emfPublisher(), onError);
+    case 'none':
+      return undefined;
+  }
+}
+
 function sinkOf(config: BridgeConfig, kubeConfig: KubeConfig, log: Logger): Sink {
   switch (config.sink) {
     case 'eventbridge':
       return eventBridgeSink({
         client: new EventBridgeClient({}),
         ...(config.eventBusName && { eventBusName: config.eventBusName }),
+        verifyBus: true,
         log,
       });
     case 'lambda':
@@ -98,11 +120,15 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
 
+  const metrics = metricsOf(config, log);
   const bridge = await startBridge({
     kubeConfig,
     namespace: config.namespace,
     sink,
     log,
+    ...(metrics && { metrics }),
+    heartbeatMs: config.heartbeatMs,
+    queueLimit: config.queueLimit,
     resyncMs: config.resyncMs,
     concurrency: config.concurrency,
     healthPort: config.healthPort,
@@ -114,6 +140,7 @@ async function main(argv: string[]): Promise<void> {
     namespace: config.namespace,
     healthUrl: bridge.healthUrl,
     resyncSeconds: config.resyncMs / 1000,
+    metrics: config.metrics,
   });
 
   let stopping = false;

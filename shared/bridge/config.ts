@@ -15,6 +15,9 @@
  * | `DRAIN_SECONDS` | how long SIGTERM waits for queued events (keep below terminationGracePeriodSeconds) | `25` |
  * | `STATS_SECONDS` | how often the counters are logged; 0 = never | `60` |
  * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` | `info` |
+ * | `QUEUE_LIMIT` | waiting events at which the watches pause until the queue is half empty | `10000` |
+ * | `BRIDGE_METRICS` | where the bridge's CloudWatch metrics go: `cloudwatch` (PutMetricData), `emf` (stdout), `none` | `cloudwatch`; `none` with the in-process sink |
+ * | `HEARTBEAT_SECONDS` | heartbeat and metrics period; 0 = off | `60` |
  *
  * The in-process sink runs the handlers inside the bridge and reads their configuration too (TABLE_NAME, …; see
  * shared/config/config.ts). AWS clients take region and credentials from the usual AWS_* variables.
@@ -25,6 +28,8 @@ import { type Level, levelFromEnv } from '../observability/log.js';
 
 export const SINKS = ['eventbridge', 'lambda', 'in-process'] as const;
 export type SinkKind = (typeof SINKS)[number];
+export const METRICS_TARGETS = ['cloudwatch', 'emf', 'none'] as const;
+export type MetricsTarget = (typeof METRICS_TARGETS)[number];
 
 export interface BridgeConfig {
   kubeconfig?: string;
@@ -39,6 +44,9 @@ export interface BridgeConfig {
   drainMs: number;
   statsMs: number;
   logLevel: Level;
+  queueLimit: number;
+  metrics: MetricsTarget;
+  heartbeatMs: number;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -90,6 +98,12 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   const healthHost = text('HEALTH_HOST') ?? '0.0.0.0';
   const drainMs = int('DRAIN_SECONDS', 25, 0, 3600) * 1000;
   const statsMs = int('STATS_SECONDS', 60, 0, 86_400) * 1000;
+  const queueLimit = int('QUEUE_LIMIT', 10_000, 1, 1_000_000);
+  const heartbeatMs = int('HEARTBEAT_SECONDS', 60, 0, 3600) * 1000;
+  const metrics = (text('BRIDGE_METRICS') ??
+    (sink === 'in-process' ? 'none' : 'cloudwatch')) as MetricsTarget;
+  if (!METRICS_TARGETS.includes(metrics))
+    problems.push(`BRIDGE_METRICS must be one of ${METRICS_TARGETS.join(', ')}, got "${metrics}"`);
   const kubeconfig = env.KUBECONFIG?.split(':')
     .find((p) => p.trim() !== '')
     ?.trim();
@@ -110,5 +124,8 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     drainMs,
     statsMs,
     logLevel: levelFromEnv(env.LOG_LEVEL),
+    queueLimit,
+    metrics,
+    heartbeatMs,
   });
 }

@@ -5,7 +5,7 @@
  * the health server on an ephemeral port, and a SIGTERM drain that exits 0.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -35,7 +35,23 @@ async function fakeAws(): Promise<{ url: string; calls: AwsCall[]; close(): Prom
     });
     req.on('end', () => {
       calls.push({ path: req.url ?? '', headers: req.headers, body });
-      if (req.headers['x-amz-target'] === 'AWSEvents.PutEvents') {
+      if (req.headers['x-amz-target'] === 'AWSEvents.DescribeEventBus') {
+        const name = (JSON.parse(body) as { Name: string }).Name;
+        if (name.startsWith('missing')) {
+          res.writeHead(400, { 'content-type': 'application/x-amz-json-1.1' });
+          res.end(
+            JSON.stringify({
+              __type: 'ResourceNotFoundException',
+              message: `Event bus ${name} does not exist.`,
+            }),
+          );
+        } else {
+          res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' });
+          res.end(
+            JSON.stringify({ Name: name, Arn: `arn:aws:events:eu-west-1:123456789012:event-bus/${name}` }),
+          );
+        }
+      } else if (req.headers['x-amz-target'] === 'AWSEvents.PutEvents') {
         const n = (JSON.parse(body) as { Entries: unknown[] }).Entries.length;
         res.writeHead(200, { 'content-type': 'application/x-amz-json-1.1' });
         res.end(
@@ -115,6 +131,7 @@ describe('functions/bridge/main.ts', () => {
     HEALTH_HOST: '127.0.0.1',
     RESYNC_SECONDS: '0',
     STATS_SECONDS: '0',
+    BRIDGE_METRICS: 'none',
   });
 
   beforeAll(async () => {
@@ -145,6 +162,14 @@ describe('functions/bridge/main.ts', () => {
           spec: { natGwDp: 'gw1' },
         },
       });
+
+  it('bundles the userland punycode, so Node 22 prints no DEP0040 warning at start-up', () => {
+    // client-node → node-fetch 2 → whatwg-url 5 → tr46 0.0.3 require('punycode'); unaliased, that is Node's
+    // deprecated built-in, loaded on the first API request (Node 21+ warns).
+    const code = readFileSync(bundle, 'utf8');
+    expect(code).not.toMatch(/__require\("punycode"\)/);
+    expect(code).toContain('node_modules/punycode/punycode.js');
+  });
 
   it('prints its usage and exits 0 with --help', async () => {
     const p = run({}, ['--help']);
@@ -202,6 +227,8 @@ describe('functions/bridge/main.ts', () => {
       p.child.kill('SIGTERM');
       expect(await p.exit).toBe(0);
       expect(p.lines.find((l) => l.message === 'drained')).toMatchObject({ outcome: 'done' });
+      // node's deprecated punycode module is not loaded (the bundle uses the userland package)
+      expect(p.stderr()).not.toMatch(/punycode|DEP0040/);
     } finally {
       p.child.kill('SIGKILL');
     }
@@ -234,6 +261,74 @@ describe('functions/bridge/main.ts', () => {
         DetailType: 'IptablesEIP add',
         EventBusName: 'eip-bus',
       });
+      p.child.kill('SIGTERM');
+      expect(await p.exit).toBe(0);
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+  });
+
+  it('fails /readyz and counts every event as failed, none delivered, while the bus does not exist', async () => {
+    const p = run({
+      ...baseEnv(),
+      BRIDGE_SINK: 'eventbridge',
+      EVENT_BUS_NAME: 'missing-bus',
+      AWS_ENDPOINT_URL_EVENTBRIDGE: aws.url,
+    });
+    try {
+      const started = await eventually(() => {
+        const l = p.lines.find((x) => x.message === 'bridge started');
+        if (!l) throw new Error(`not started yet: ${p.stderr()}`);
+        return l;
+      });
+      const healthUrl = String(started.healthUrl);
+      await eventually(() => {
+        if (!p.lines.some((x) => x.message === 'ready: every watch has listed')) throw new Error(p.stderr());
+      });
+      await createEip('lost-on-missing-bus');
+      await eventually(async () => {
+        const ready = await fetch(`${healthUrl}/readyz`);
+        expect(ready.status).toBe(503);
+        const body = (await ready.json()) as { sink?: { failingPermanently?: string } };
+        expect(body.sink?.failingPermanently).toMatch(/missing-bus does not exist/);
+      });
+      const metrics = await (await fetch(`${healthUrl}/metrics`)).text();
+      expect(metrics).toMatch(/eip_bridge_permanent_failures_total [1-9]/);
+      expect(metrics).toMatch(/eip_bridge_failures_total [1-9]/);
+      expect(metrics).toContain('eip_bridge_delivered_total 0');
+      expect(metrics).toContain('eip_bridge_sink_failing 1');
+      const puts = aws.calls.filter(
+        (c) => c.headers['x-amz-target'] === 'AWSEvents.PutEvents' && c.body.includes('lost-on-missing-bus'),
+      );
+      expect(puts).toEqual([]);
+      p.child.kill('SIGTERM');
+      expect(await p.exit).toBe(0);
+    } finally {
+      p.child.kill('SIGKILL');
+    }
+  });
+
+  it('emits the BridgeHeartbeat metric every HEARTBEAT_SECONDS while its watches are healthy', async () => {
+    const p = run({
+      ...baseEnv(),
+      BRIDGE_SINK: 'eventbridge',
+      EVENT_BUS_NAME: 'eip-bus',
+      AWS_ENDPOINT_URL_EVENTBRIDGE: aws.url,
+      BRIDGE_METRICS: 'emf',
+      HEARTBEAT_SECONDS: '1',
+    });
+    try {
+      const beat = await eventually(() => {
+        const l = p.lines.find((x) => '_aws' in x && 'BridgeHeartbeat' in x);
+        if (!l) throw new Error(`no heartbeat yet: ${p.stderr()}`);
+        return l;
+      });
+      expect(beat).toMatchObject({
+        service: 'eip-bridge',
+        BridgeHeartbeat: 1,
+        _aws: { CloudWatchMetrics: [{ Namespace: 'EipLambdas', Dimensions: [['service']] }] },
+      });
+      expect(p.lines.some((x) => '_aws' in x && 'BridgeQueueDepth' in x)).toBe(true);
       p.child.kill('SIGTERM');
       expect(await p.exit).toBe(0);
     } finally {

@@ -24,7 +24,28 @@ describe('bridge configuration', () => {
       drainMs: 25_000,
       statsMs: 60_000,
       logLevel: 'info',
+      queueLimit: 10_000,
+      metrics: 'cloudwatch',
+      heartbeatMs: 60_000,
     });
+  });
+
+  it('publishes no metrics by default with the in-process sink, and reads the queue and heartbeat settings', () => {
+    expect(loadBridgeConfig({ KUBECONFIG: '/k', BRIDGE_SINK: 'in-process' })).toMatchObject({
+      metrics: 'none',
+    });
+    expect(
+      loadBridgeConfig({
+        KUBECONFIG: '/k',
+        BRIDGE_METRICS: 'emf',
+        QUEUE_LIMIT: '500',
+        HEARTBEAT_SECONDS: '0',
+      }),
+    ).toMatchObject({ metrics: 'emf', queueLimit: 500, heartbeatMs: 0 });
+    expect(problemsOf({ KUBECONFIG: '/k', BRIDGE_METRICS: 'statsd', QUEUE_LIMIT: '0' })).toEqual([
+      'QUEUE_LIMIT must be an integer from 1 to 1000000, got "0"',
+      'BRIDGE_METRICS must be one of cloudwatch, emf, none, got "statsd"',
+    ]);
   });
 
   it('reads the lambda sink’s four function names and the first KUBECONFIG file', () => {
