@@ -28,6 +28,10 @@ export const METRIC_NAMES = {
   IpamSubnetUtilisation: 'Percent',
   IpamGcOrphans: 'Count',
   IpamGcReleased: 'Count',
+  // Emitted by the gateway drift check (shared/audit, functions/gc).
+  DriftFound: 'Count',
+  DriftRepaired: 'Count',
+  DriftCheckFailures: 'Count',
 } as const;
 export type MetricName = keyof typeof METRIC_NAMES;
 
