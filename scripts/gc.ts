@@ -5,7 +5,8 @@
 import { parseArgs } from 'node:util';
 import { buildDeps } from '../shared/adapters/live.js';
 import { collectGarbage, isGarbageCollector } from '../shared/core/gc.js';
-import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE } from './target.js';
+import { jsonLogger, levelFromEnv } from '../shared/observability/log.js';
+import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE, TargetError } from './target.js';
 
 const USAGE = `usage: npm run gc -- [options]
 
@@ -33,13 +34,25 @@ async function main(): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
-  const target = resolveTarget(values);
+  let target: ReturnType<typeof resolveTarget>;
+  try {
+    target = resolveTarget(values);
+  } catch (e) {
+    if (!(e instanceof TargetError)) throw e;
+    process.stderr.write(`gc: ${e.message}\n\n${USAGE}\n`);
+    process.exit(2);
+  }
   if (!target) {
     process.stderr.write(`gc: no cluster and table configured, and no local stack running\n\n${USAGE}\n`);
     process.exit(2);
   }
   process.stderr.write(`gc: ${values['dry-run'] ? 'dry run against' : 'collecting in'} ${target.where}\n`);
-  const deps = buildDeps(target.config);
+  // Logs on stderr; the report alone on stdout.
+  const log = jsonLogger({
+    level: levelFromEnv(process.env.LOG_LEVEL),
+    write: (l) => process.stderr.write(`${l}\n`),
+  });
+  const deps = buildDeps(target.config, { log });
   if (!isGarbageCollector(deps.ipam)) throw new Error('the configured IPAM cannot collect garbage');
   const report = await collectGarbage(deps, deps.ipam, { dryRun: !!values['dry-run'] });
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

@@ -6,7 +6,9 @@
  *   1. --memory: a fresh in-memory demo world (no cluster, no DynamoDB needed);
  *   2. a cluster and table from flags or the environment (KUBECONFIG, TABLE_NAME, DYNAMODB_ENDPOINT, ...);
  *   3. the running local stack (`npm start` writes .local/stack.json with its kubeconfig and DynamoDB endpoint);
- *   4. otherwise the in-memory demo world, with a note on stderr.
+ *   4. only when nothing at all is named and no stack runs: the in-memory demo world, with a note on stderr.
+ * A named target that is incomplete, missing, or pairs a real cluster with the local table is a usage error (exit 2,
+ * scripts/target.ts). The outcome JSON is the only thing on stdout; the handler's logs go to stderr.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -14,8 +16,9 @@ import type { Context } from 'aws-lambda';
 import { world } from '../local/memory/world.js';
 import { HANDLERS, type HandlerName } from '../shared/events.js';
 import { eipHandler } from '../shared/lambda/eip-handler.js';
+import { jsonLogger, levelFromEnv } from '../shared/observability/log.js';
 import type { Deps } from '../shared/ports.js';
-import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE } from './target.js';
+import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE, TargetError } from './target.js';
 
 const USAGE = `usage: npm run invoke -- <${HANDLERS.join('|')}> <event.json> [options]
 
@@ -26,6 +29,12 @@ ${TARGET_USAGE}
   --memory                   run against a fresh in-memory demo world instead
   --timeout-ms N             budget for the invocation (default 60000)
   -h, --help                 show this help
+
+Without --memory, a target named by a flag or the environment is used as named, or refused: a missing kubeconfig
+file, a cluster without a table, or a real cluster with the local stack's table is a usage error. The in-memory demo
+world is used only when nothing is named and no local stack is running.
+
+stdout carries only the outcome JSON; logs go to stderr.
 
 exit status: 0 the handler resolved (applied, unchanged, skipped or rejected), 1 it threw (Lambda would retry),
 2 bad usage.`;
@@ -95,10 +104,24 @@ async function choose(values: Record<string, string | boolean | undefined>): Pro
   where: string;
   after?: () => void;
 }> {
-  const target = values.memory ? undefined : resolveTarget(values);
+  if (values.memory) {
+    const named = Object.keys(TARGET_OPTIONS).filter((k) => values[k] !== undefined);
+    if (named.length) fail(`--memory cannot be combined with ${named.map((k) => `--${k}`).join(', ')}`);
+  }
+  let target: ReturnType<typeof resolveTarget>;
+  try {
+    target = values.memory ? undefined : resolveTarget(values);
+  } catch (e) {
+    if (e instanceof TargetError) fail(e.message);
+    throw e;
+  }
   if (target) {
     const { buildDeps } = await import('../shared/adapters/live.js');
-    return { deps: buildDeps(target.config), where: target.where };
+    const log = jsonLogger({
+      level: levelFromEnv(process.env.LOG_LEVEL),
+      write: (line) => process.stderr.write(`${line}\n`),
+    });
+    return { deps: buildDeps(target.config, { log }), where: target.where };
   }
   if (!values.memory)
     process.stderr.write(
