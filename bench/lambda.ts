@@ -173,7 +173,13 @@ export const suite: Suite = {
       while (!api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'))
         await new Promise((r) => setTimeout(r, 50));
       const deps = buildDeps(
-        loadConfig({ KUBECONFIG: kubeconfig, TABLE_NAME: 'bench-ipam', DYNAMODB_ENDPOINT: dynamo.endpoint }),
+        loadConfig({
+          KUBECONFIG: kubeconfig,
+          TABLE_NAME: 'bench-ipam',
+          DYNAMODB_ENDPOINT: dynamo.endpoint,
+          // A warm Lambda container's default (ADR 0028).
+          EIP_READ_CACHE_MS: '5000',
+        }),
         {
           kubeConfig: kc,
           dynamo: client,

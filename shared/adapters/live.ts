@@ -73,7 +73,7 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
   const client = options.dynamo ?? dynamoClientOf(config);
   const clock = { now: () => Date.now() };
   return {
-    cluster: createK8sCluster({ kubeConfig, namespace: config.namespace }),
+    cluster: createK8sCluster({ kubeConfig, namespace: config.namespace, cacheTtlMs: config.readCacheMs }),
     gateway: createK8sGateway({ kubeConfig, timeoutMs: config.execTimeoutMs }),
     ipam: createDynamoIpam({ client, tableName: config.dynamo.tableName, log, metrics }),
     leases: createDynamoLeases({ client, tableName: config.dynamo.tableName, clock }),

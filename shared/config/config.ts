@@ -9,6 +9,7 @@
  * | `TABLE_NAME` | DynamoDB table (IPAM, leases) | — |
  * | `DYNAMODB_ENDPOINT` | DynamoDB endpoint (dynalite locally); `AWS_ENDPOINT_URL_DYNAMODB` works too | AWS |
  * | `EXEC_TIMEOUT_MS` | hard timeout of one nat-gateway.sh exec | `20000` |
+ * | `EIP_READ_CACHE_MS` | how long a warm container reuses the nat-gw ConfigMaps, Subnets and VpcNatGateways it read (0: off; ADR 0028) | `5000` in Lambda, else `0` |
  * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` | `info` |
  */
 import { type Level, levelFromEnv } from '../observability/log.js';
@@ -22,6 +23,8 @@ export interface Config {
   kube: KubeAccess;
   dynamo: { tableName: string; endpoint?: string; region: string };
   execTimeoutMs: number;
+  /** Per-container cache of the slowly changing objects an add reads (ADR 0028); 0 turns it off. */
+  readCacheMs: number;
   logLevel: Level;
   service: string;
 }
@@ -80,12 +83,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   if (!Number.isInteger(execTimeoutMs) || execTimeoutMs < 1_000 || execTimeoutMs > 300_000)
     problems.push(`EXEC_TIMEOUT_MS must be an integer between 1000 and 300000, got "${env.EXEC_TIMEOUT_MS}"`);
 
+  const cacheDefault = env.AWS_LAMBDA_FUNCTION_NAME ? 5_000 : 0;
+  const readCacheMs = env.EIP_READ_CACHE_MS?.trim() ? Number(env.EIP_READ_CACHE_MS) : cacheDefault;
+  if (!Number.isInteger(readCacheMs) || readCacheMs < 0 || readCacheMs > 60_000)
+    problems.push(`EIP_READ_CACHE_MS must be an integer between 0 and 60000, got "${env.EIP_READ_CACHE_MS}"`);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     namespace,
     kube: kube!,
     dynamo: { tableName: tableName!, ...(endpoint && { endpoint }), region },
     execTimeoutMs,
+    readCacheMs,
     logLevel: levelFromEnv(env.LOG_LEVEL),
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
   });

@@ -227,6 +227,34 @@ describe('natGwFeature', () => {
     await setCm('ovn-vpc-nat-gw-config', {});
     expect(await cluster.natGwFeature()).toEqual({ enabled: true });
   });
+
+  it('with a read cache, reuses the ConfigMaps, Subnets and gateways it read until the cache age passes', async () => {
+    const cachedCluster = createK8sCluster({ kubeConfig: w.kc, namespace: 'kube-system', cacheTtlMs: 300 });
+    const sent = () =>
+      w.api.requests.all().filter((r) => r.headers['user-agent'] === 'eip-lambdas' && r.method === 'GET')
+        .length;
+    await setCm('ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'true' });
+    await setCm('ovn-vpc-nat-config', { image: 'kubeovn/vpc-nat-gateway:v1.12.4' });
+    const before = sent();
+    expect(await cachedCluster.natGwFeature()).toEqual({ enabled: true });
+    await cachedCluster.getSubnet('ovn-vpc-external-network');
+    await cachedCluster.getVpcNatGateway('gw1');
+    expect(sent() - before).toBe(4);
+    await setCm('ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'false' });
+    // Within the cache age: no request, the old answer.
+    expect(await cachedCluster.natGwFeature()).toEqual({ enabled: true });
+    await cachedCluster.getSubnet('ovn-vpc-external-network');
+    await cachedCluster.getVpcNatGateway('gw1');
+    expect(sent() - before).toBe(4);
+    // After it: read again, the new answer; the uncached adapter always reads.
+    await new Promise((r) => setTimeout(r, 350));
+    expect((await cachedCluster.natGwFeature()).enabled).toBe(false);
+    expect(sent() - before).toBe(6);
+    await cluster.natGwFeature();
+    await cluster.natGwFeature();
+    expect(sent() - before).toBe(10);
+    await setCm('ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'true' });
+  });
 });
 
 describe('updateEip', () => {

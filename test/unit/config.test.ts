@@ -13,9 +13,22 @@ describe('loadConfig', () => {
       kube: { kind: 'kubeconfig', path: '/tmp/kc' },
       dynamo: { tableName: 'eip-ipam', endpoint: 'http://127.0.0.1:4567' },
       execTimeoutMs: 20_000,
+      readCacheMs: 0,
       logLevel: 'info',
     });
     expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('caches slowly changing reads for 5 s in Lambda by default, as EIP_READ_CACHE_MS says otherwise', () => {
+    const base = { KUBECONFIG: '/tmp/kc', TABLE_NAME: 'eip-ipam' };
+    expect(loadConfig({ ...base, AWS_LAMBDA_FUNCTION_NAME: 'eip-add' }).readCacheMs).toBe(5_000);
+    expect(
+      loadConfig({ ...base, AWS_LAMBDA_FUNCTION_NAME: 'eip-add', EIP_READ_CACHE_MS: '0' }).readCacheMs,
+    ).toBe(0);
+    expect(loadConfig({ ...base, EIP_READ_CACHE_MS: '2000' }).readCacheMs).toBe(2_000);
+    expect(() => loadConfig({ ...base, EIP_READ_CACHE_MS: '-1' })).toThrow(
+      /EIP_READ_CACHE_MS must be an integer/,
+    );
   });
 
   it('prefers EKS access when its variables are set', () => {
