@@ -199,9 +199,15 @@ export class MemoryCluster implements Cluster {
   }
 
   async listNatRulesForEip(eipName: string): Promise<NatRuleRef[]> {
-    return [...this.rules.values()]
-      .filter((r) => r.spec.eip === eipName && !r.metadata.deletionTimestamp)
-      .map((r) => ({ kind: NatRuleKindOf[r.kind], name: r.metadata.name }));
+    return (
+      [...this.rules.values()]
+        .filter((r) => r.spec.eip === eipName && !r.metadata.deletionTimestamp)
+        .map((r) => ({ kind: NatRuleKindOf[r.kind], name: r.metadata.name }))
+        // As the Kubernetes adapter answers: dnat, fip, snat, each by name (test/contract/cluster.ts).
+        .sort((a, b) =>
+          a.kind === b.kind ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.kind < b.kind ? -1 : 1,
+        )
+    );
   }
 
   async findGatewayPod(gw: string): Promise<GatewayPod | undefined> {

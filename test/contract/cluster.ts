@@ -1,0 +1,187 @@
+/**
+ * The contract every Cluster adapter keeps: the in-memory fake (local/memory/cluster.ts, run by
+ * test/unit/cluster-contract.test.ts) and the client-node adapter against the local Kubernetes API
+ * (test/integration/k8s-cluster-contract.test.ts) run these same tests. A subject seeds objects the way a user or
+ * kube-ovn would (through the API for the real adapter, through the store for the fake); the tests then observe them
+ * only through the port.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ConflictError } from '../../shared/domain/errors.js';
+import { FINALIZER, type IptablesEip, type NatRule } from '../../shared/domain/kube-ovn.js';
+import type { Cluster, GatewayPod } from '../../shared/ports.js';
+
+export interface ClusterSubject {
+  cluster: Cluster;
+  createEip(
+    name: string,
+    spec: IptablesEip['spec'],
+    metadata?: { labels?: Record<string, string>; finalizers?: string[] },
+  ): Promise<IptablesEip>;
+  /** Asks for deletion, as `kubectl delete` does: finalizers hold the object, terminating. */
+  deleteEip(name: string): Promise<void>;
+  createRule(
+    kind: NatRule['kind'],
+    name: string,
+    eip: string,
+    options?: { terminating?: boolean },
+  ): Promise<void>;
+  createQos(name: string, shared: boolean): Promise<void>;
+  createGateway(name: string): Promise<void>;
+  /** The gateway's pod once Running with its container ready (kube-ovn's StatefulSet makes it). */
+  gatewayPod(gw: string): Promise<GatewayPod>;
+  setNatGw(enabled: boolean): Promise<void>;
+}
+
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected a rejection');
+}
+
+export function describeClusterContract(name: string, make: () => Promise<ClusterSubject>): void {
+  describe(`Cluster contract: ${name}`, () => {
+    let s: ClusterSubject;
+    let c: Cluster;
+    beforeAll(async () => {
+      s = await make();
+      c = s.cluster;
+    }, 60_000);
+
+    it('getEip reads what was created (uid, resourceVersion, spec) and undefined for a missing name', async () => {
+      const created = await s.createEip('ct-get', { natGwDp: 'gw1', v4ip: '172.18.0.9' });
+      const got = await c.getEip('ct-get');
+      expect(got?.spec).toEqual({ natGwDp: 'gw1', v4ip: '172.18.0.9' });
+      expect(got?.metadata.uid).toBe(created.metadata.uid);
+      expect(got?.metadata.resourceVersion).toBe(created.metadata.resourceVersion);
+      expect(await c.getEip('ct-missing')).toBeUndefined();
+      expect((await c.listEips()).map((e) => e.metadata.name)).toContain('ct-get');
+    });
+
+    it('updateEip writes spec, labels and finalizers guarded by the resourceVersion; null removes a label', async () => {
+      const e = await s.createEip('ct-upd', { natGwDp: 'gw1' }, { labels: { keep: 'me', drop: 'me' } });
+      const after = await c.updateEip('ct-upd', e.metadata.resourceVersion, {
+        spec: { v4ip: '172.18.0.20' },
+        labels: { drop: null, add: 'yes' },
+        finalizers: [FINALIZER],
+      });
+      expect(after?.spec).toEqual({ natGwDp: 'gw1', v4ip: '172.18.0.20' });
+      expect(after?.metadata.labels).toEqual({ keep: 'me', add: 'yes' });
+      expect(after?.metadata.finalizers).toEqual([FINALIZER]);
+      expect(after?.metadata.resourceVersion).not.toBe(e.metadata.resourceVersion);
+      expect(after?.metadata.generation).toBeGreaterThan(e.metadata.generation ?? 0);
+      expect(await c.getEip('ct-upd')).toMatchObject({
+        spec: after?.spec,
+        metadata: { labels: after?.metadata.labels },
+      });
+    });
+
+    it('updateEip with a stale resourceVersion is a ConflictError and changes nothing', async () => {
+      const e = await s.createEip('ct-stale', { natGwDp: 'gw1' });
+      await c.updateEip('ct-stale', e.metadata.resourceVersion, { labels: { first: 'write' } });
+      const err = await rejection(
+        c.updateEip('ct-stale', e.metadata.resourceVersion, { labels: { second: 'write' } }),
+      );
+      expect(err).toBeInstanceOf(ConflictError);
+      expect((await c.getEip('ct-stale'))?.metadata.labels).toEqual({ first: 'write' });
+    });
+
+    it('updateEip of a missing EIP returns undefined', async () => {
+      expect(await c.updateEip('ct-nobody', '1', { labels: { a: 'b' } })).toBeUndefined();
+    });
+
+    it('patchEipStatus merges only the given fields, bumps the resourceVersion, not the generation', async () => {
+      const e = await s.createEip('ct-status', { natGwDp: 'gw1' });
+      await c.patchEipStatus('ct-status', { ready: true, ip: '172.18.0.30', nat: '' });
+      const after = await c.patchEipStatus('ct-status', { redo: '2026-11-29T10:00:00' });
+      expect(after?.status).toMatchObject({ ready: true, ip: '172.18.0.30', redo: '2026-11-29T10:00:00' });
+      expect(after?.metadata.resourceVersion).not.toBe(e.metadata.resourceVersion);
+      expect(after?.metadata.generation).toBe(e.metadata.generation);
+      expect(await c.patchEipStatus('ct-nobody', { ready: false })).toBeUndefined();
+    });
+
+    it('a terminating EIP stays until its last finalizer is removed, then is gone; no finalizer can be added to it', async () => {
+      await s.createEip('ct-fin', { natGwDp: 'gw1' }, { finalizers: [FINALIZER] });
+      await s.deleteEip('ct-fin');
+      const terminating = await c.getEip('ct-fin');
+      expect(terminating?.metadata.deletionTimestamp).toBeTruthy();
+      const err = await rejection(
+        c.updateEip('ct-fin', terminating!.metadata.resourceVersion, {
+          finalizers: [FINALIZER, 'example.com/more'],
+        }),
+      );
+      expect(err).toBeInstanceOf(Error);
+      const again = await c.getEip('ct-fin');
+      expect(again?.metadata.finalizers).toEqual([FINALIZER]);
+      const removed = await c.updateEip('ct-fin', again!.metadata.resourceVersion, { finalizers: [] });
+      expect(
+        removed === undefined ||
+          removed.metadata.finalizers === undefined ||
+          removed.metadata.finalizers.length === 0,
+      ).toBe(true);
+      expect(await c.getEip('ct-fin')).toBeUndefined();
+    });
+
+    it('listEipsByLabel selects by label', async () => {
+      await s.createEip('ct-l1', { natGwDp: 'gw1' }, { labels: { 'ovn.kubernetes.io/qos': 'ct-q' } });
+      await s.createEip('ct-l2', { natGwDp: 'gw1' }, { labels: { 'ovn.kubernetes.io/qos': 'ct-other' } });
+      expect((await c.listEipsByLabel('ovn.kubernetes.io/qos', 'ct-q')).map((e) => e.metadata.name)).toEqual([
+        'ct-l1',
+      ]);
+      expect(await c.listEipsByLabel('ovn.kubernetes.io/qos', 'ct-none')).toEqual([]);
+    });
+
+    it('listNatRulesForEip: the rules naming the EIP, in dnat, fip, snat order, without terminating ones', async () => {
+      await s.createRule('IptablesSnatRule', 'ct-snat', 'ct-nat');
+      await s.createRule('IptablesFIPRule', 'ct-fip', 'ct-nat');
+      await s.createRule('IptablesDnatRule', 'ct-dnat', 'ct-nat');
+      await s.createRule('IptablesFIPRule', 'ct-fip-other', 'ct-elsewhere');
+      await s.createRule('IptablesFIPRule', 'ct-fip-going', 'ct-nat', { terminating: true });
+      expect(await c.listNatRulesForEip('ct-nat')).toEqual([
+        { kind: 'dnat', name: 'ct-dnat' },
+        { kind: 'fip', name: 'ct-fip' },
+        { kind: 'snat', name: 'ct-snat' },
+      ]);
+      expect(await c.listNatRulesForEip('ct-nothing')).toEqual([]);
+    });
+
+    it('getQosPolicy, getSubnet and getVpcNatGateway read their kinds; undefined for a missing name', async () => {
+      await s.createQos('ct-qos', true);
+      await s.createGateway('ct-gw');
+      expect((await c.getQosPolicy('ct-qos'))?.spec.shared).toBe(true);
+      expect((await c.getVpcNatGateway('ct-gw'))?.metadata.name).toBe('ct-gw');
+      expect((await c.getSubnet('ovn-vpc-external-network'))?.spec.cidrBlock).toMatch(/^172\.18\./);
+      expect(await c.getQosPolicy('ct-none')).toBeUndefined();
+      expect(await c.getSubnet('ct-none')).toBeUndefined();
+      expect(await c.getVpcNatGateway('ct-none')).toBeUndefined();
+    });
+
+    it("findGatewayPod finds a gateway's pod by its labels; listGatewayPods lists it; undefined for a gateway without one", async () => {
+      const pod = await s.gatewayPod('gw1');
+      expect(pod).toMatchObject({ namespace: 'kube-system', phase: 'Running', app: 'vpc-nat-gw-gw1' });
+      expect(pod.uid).toBeTruthy();
+      expect(pod.container?.startedAt).toBeTruthy();
+      expect((await c.findGatewayPod('gw1'))?.uid).toBe(pod.uid);
+      expect((await c.listGatewayPods()).map((p) => p.uid)).toContain(pod.uid);
+      expect(await c.findGatewayPod('ct-no-such-gw')).toBeUndefined();
+    });
+
+    it('natGwFeature follows the two ConfigMaps', async () => {
+      await s.setNatGw(false);
+      const off = await c.natGwFeature();
+      expect(off.enabled).toBe(false);
+      expect(off.reason).toBeTruthy();
+      await s.setNatGw(true);
+      expect((await c.natGwFeature()).enabled).toBe(true);
+    });
+
+    it('emitEvent is best effort: it resolves', async () => {
+      const e = await s.createEip('ct-event', { natGwDp: 'gw1' });
+      await expect(
+        c.emitEvent(e, { type: 'Warning', reason: 'Test', message: 'a contract test' }),
+      ).resolves.toBeUndefined();
+    });
+  });
+}
