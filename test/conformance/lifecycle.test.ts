@@ -13,6 +13,7 @@ import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, type V1Status } from '@k
 import { afterAll, describe, expect, it } from 'vitest';
 import { startKubeApi } from '../../local/kube-api/index.js';
 import { forgetKubectlWorkspace, kubeConfigFor, kubectl, kubectlWith } from '../../local/kube-api/testing.js';
+import { eventuallyValue } from '../support/eventually.js';
 import { apiError, EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -47,11 +48,7 @@ function npmCluster(args: string[], direct = false): Run {
 }
 
 async function waitFor(check: () => boolean, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await eventuallyValue(check, ms, 50);
 }
 
 function execStatus(

@@ -13,6 +13,7 @@ import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { memoryLogger } from '../../shared/observability/log.js';
+import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
 const { skip } = kubectlOrSkip();
@@ -44,19 +45,11 @@ async function getEip(name: string): Promise<IptablesEip | undefined> {
   }
 }
 
-async function until<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false>,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: T | undefined | false;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last) return last;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${JSON.stringify(last)})`);
+/** Polls `fn` until it returns a value (test/support/eventually.ts), naming `what` when it never does. */
+function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  return eventuallyValue(fn, timeoutMs, 100).catch((e: unknown) => {
+    throw new Error(`timed out waiting for ${what} (${e instanceof Error ? e.message : String(e)})`);
+  }) as Promise<T>;
 }
 
 const sim = () => {
