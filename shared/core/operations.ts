@@ -22,16 +22,7 @@ import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
 import { DEFAULT_EXTERNAL_SUBNET, externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
 import { blockedRetryDelay } from '../domain/retry.js';
 import { assertName, macProblem, nameProblem } from '../domain/validation.js';
-import type {
-  Allocation,
-  Deps,
-  EipObjectChange,
-  EipStatusChange,
-  GatewayPod,
-  NatGwOp,
-  Placement,
-  Pool,
-} from '../ports.js';
+import type { Allocation, Deps, EipObjectChange, GatewayPod, NatGwOp, Placement, Pool } from '../ports.js';
 import { runGateway, runningGatewayPod } from './gateway.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
@@ -119,7 +110,7 @@ async function underLease(
 /** Since when the EIP has been blocked for `code` (epoch ms), from its Validated condition. */
 function blockedSince(eip: IptablesEip | undefined, code: string): number | undefined {
   const c = eip?.status?.conditions?.find((x) => x.type === ConditionType.validated);
-  if (!c || c.status !== 'False' || c.reason !== code || !c.lastTransitionTime) return undefined;
+  if (c?.status !== 'False' || c.reason !== code || !c.lastTransitionTime) return undefined;
   return Date.parse(c.lastTransitionTime);
 }
 
@@ -251,8 +242,20 @@ async function v4PoolOf(deps: Deps, name: string): Promise<{ v4: Pool; v6?: Pool
  */
 function converge(run: Run, eip: IptablesEip): Promise<Outcome> {
   if (eip.metadata.deletionTimestamp) return finalize(run, eip); // also an EIP first seen while terminating
-  validateSpec(eip);
-  return eip.status?.ip ? maintain(run, eip) : provision(run, eip);
+  if (!eip.status?.ip) {
+    validateSpec(eip);
+    return provision(run, eip);
+  }
+  // A configured EIP keeps its address whatever its spec now says: an invalid value is reported like a refused
+  // change, after the address is seen to.
+  let invalid: InvalidSpecError | undefined;
+  try {
+    validateSpec(eip);
+  } catch (e) {
+    if (!(e instanceof InvalidSpecError)) throw e;
+    invalid = e;
+  }
+  return maintain(run, eip, invalid);
 }
 
 async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
@@ -386,7 +389,7 @@ async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<Gateway
  * anything else can fail; a change of gateway, subnet or address is refused and reported without stopping that;
  * QoS follows and reports its own problems.
  */
-async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
+async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError): Promise<Outcome> {
   const { deps, inv } = run;
   const name = eip0.metadata.name;
   const ip = eip0.status!.ip!;
@@ -400,19 +403,22 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const labels0 = eip0.metadata.labels ?? {};
   if (!alloc) {
     // Adopt an address configured before this table existed (or lost from it); another EIP's address is refused.
-    const network = validName(labels0[Label.subnet]) ?? externalNetworkOf(eip0);
+    const network = validName(labels0[Label.subnet]) ?? validName(externalNetworkOf(eip0));
+    if (!network)
+      throw invalid ?? new InvalidSpecError(`${ip} is not held by this EIP and has no valid subnet`);
     alloc = await deps.ipam.claimAddress((await v4PoolOf(deps, network)).v4, ip, owner);
     run.did(`adopt ${ip}`);
   }
   const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
-  const placement: Placement = alloc.placement ?? {
-    gateway: validName(labels0[Label.natGwName]) ?? eip0.spec.natGwDp!,
-    prefix: prefixLength(pool),
-  };
+  const fallbackGateway = validName(labels0[Label.natGwName]) ?? validName(eip0.spec.natGwDp);
+  if (!alloc.placement && !fallbackGateway)
+    throw invalid ?? new InvalidSpecError(`no gateway is known for ${ip}`);
+  const placement: Placement = alloc.placement ?? { gateway: fallbackGateway!, prefix: prefixLength(pool) };
 
   // Refused changes: the address stays where it is, and the refusal is reported after the address is seen to.
-  const refusal =
-    eip0.spec.v4ip && eip0.spec.v4ip !== ip
+  const refusal = invalid
+    ? invalid.message
+    : eip0.spec.v4ip && eip0.spec.v4ip !== ip
       ? `not support eip change ip, old ip '${ip}', new ip '${eip0.spec.v4ip}'`
       : eip0.spec.natGwDp !== placement.gateway
         ? `not support eip change natGwDp, old '${placement.gateway}', new '${eip0.spec.natGwDp}'`
@@ -432,8 +438,8 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
   await recordPlacement(run, alloc, placement);
 
   // Then QoS, then metadata (finalizer, labels as configured), then status.
-  const want = eip0.spec.qosPolicy ?? '';
   const have = eip0.status?.qosPolicy ?? '';
+  const want = invalid ? have : (eip0.spec.qosPolicy ?? ''); // an invalid spec changes nothing on the gateway
   const q = await applyQos(run, eip0, pod, ip, { want, have, redo });
   const facts: LabelFacts = { subnet: alloc.subnet, gateway: placement.gateway, ip, qos: q.applied };
   const eip = await updateEipMeta(deps, name, q.eip, (e) => {
@@ -445,13 +451,15 @@ async function maintain(run: Run, eip0: IptablesEip): Promise<Outcome> {
   });
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
   if (eip.metadata.resourceVersion !== q.eip.metadata.resourceVersion) run.did('metadata');
-  const refused = refusal ? new UnsupportedChangeError(refusal) : undefined;
+  const refused = invalid ?? (refusal ? new UnsupportedChangeError(refusal) : undefined);
   await writeConfiguredStatus(run, eip, { ip, redo: token, qos: q, ...(refused && { refusal: refused }) });
   const problem = refused ?? q.problem;
   return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, ip);
 }
 
 interface QosResult {
+  /** The policy that should be applied ('' for none). */
+  wanted: string;
   /** The policy now applied on the gateway ('' for none). */
   applied: string;
   /** Why the wanted policy is not applied. */
@@ -490,11 +498,11 @@ async function applyQos(
       applied = qos.name;
       if (qos.rules.length) run.did(`qos ${qos.name}`);
     }
-    return { applied, eip: current };
+    return { wanted: s.want, applied, eip: current };
   } catch (e) {
     if (!(e instanceof PermanentError)) throw e;
     inv.log.warn('qos not applied', { code: e.code, message: e.message });
-    return { applied, problem: e, eip: current };
+    return { wanted: s.want, applied, problem: e, eip: current };
   }
 }
 
@@ -525,7 +533,7 @@ async function claimPolicy(run: Run, eip: IptablesEip, qos: LoadedQos): Promise<
 async function writeConfiguredStatus(
   run: Run,
   eip: IptablesEip,
-  s: { ip: string; redo: string; qos: QosResult; refusal?: UnsupportedChangeError },
+  s: { ip: string; redo: string; qos: QosResult; refusal?: PermanentError },
 ): Promise<void> {
   const { deps } = run;
   const now = run.now();
@@ -539,7 +547,7 @@ async function writeConfiguredStatus(
     },
     now,
   );
-  const want = eip.spec.qosPolicy ?? '';
+  const want = s.qos.wanted;
   const qosProblem = s.qos.problem;
   if (qosProblem)
     conditions = setCondition(

@@ -115,6 +115,25 @@ describe('the recorded placement is the truth', () => {
   });
 });
 
+describe('an invalid value on a configured EIP', () => {
+  it('is reported, while the address and its QoS are re-added after a gateway restart where they are recorded', async () => {
+    const w = world();
+    w.qos('q', [rule('in', 'ingress', '10')], { shared: true });
+    await ready(w, 'eip-a', { qosPolicy: 'q' });
+    w.cluster.editEipSpec('eip-a', { natGwDp: '.', qosPolicy: '..' });
+    w.createPod(w.clock.now() + 5_000);
+    expect(await w.run('update', 'eip-a', 'gateway-restarted')).toMatchObject({
+      status: 'rejected',
+      code: 'InvalidSpec',
+    });
+    expect(w.net1()).toContain('172.18.0.2/24');
+    expect(w.tc().map((f) => `${f.ip} ${f.direction}`)).toEqual(['172.18.0.2 ingress']);
+    expect(condition(w, 'eip-a', 'Validated')).toMatchObject({ status: 'False', reason: 'InvalidSpec' });
+    expect(condition(w, 'eip-a', 'QoSApplied')).toMatchObject({ status: 'True' });
+    expect(w.get('eip-a')?.status?.qosPolicy).toBe('q');
+  });
+});
+
 describe('validation before anything is held', () => {
   it.each([
     ['natGwDp', '.'],
