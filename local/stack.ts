@@ -18,6 +18,7 @@ import { startStandIns } from './controllers/index.js';
 import { demoObjects } from './demo.js';
 import { startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
+import { breakPredecessorLeases, stackInstance } from './leases.js';
 import { ensureTable } from './table.js';
 
 export const TABLE_NAME = 'eip-lambdas-local-ipam';
@@ -56,6 +57,8 @@ export interface LocalStack {
   kubeconfig: string;
   dynamodbEndpoint: string;
   tableName: string;
+  /** The handlers' DynamoDB client (benchmarks count its requests with a middleware). */
+  dynamo: DynamoDBClient;
   deadLetters(): ReturnType<ReturnType<typeof inProcessSink>['deadLetters']>;
   /** Resolves when the in-process sink has nothing queued or running. */
   idle(): Promise<void>;
@@ -115,8 +118,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       DYNAMODB_ENDPOINT: dynamo.endpoint,
       EIP_NAMESPACE: NAMESPACE,
       LOG_LEVEL: options.logLevel ?? 'info',
+      // As a warm Lambda container would (ADR 0028) when asked: the e2e benchmark sets it.
+      EIP_READ_CACHE_MS: process.env.EIP_READ_CACHE_MS,
     });
-    const deps = buildDeps(config, { kubeConfig, dynamo: client, log });
+    const instance = stackInstance();
+    if (dataDir) {
+      const broken = await breakPredecessorLeases(client, TABLE_NAME, instance.id);
+      if (broken.length > 0)
+        say(`leases: broke ${broken.length} lease(s) the previous run of this stack held when it stopped`);
+    }
+    const deps = { ...buildDeps(config, { kubeConfig, dynamo: client, log }), newId: instance.holderId };
     const sink = inProcessSink({
       getDeps: async () => deps,
       retries: options.retries ?? 5,
@@ -160,6 +171,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       kubeconfig,
       dynamodbEndpoint: dynamo.endpoint,
       tableName: TABLE_NAME,
+      dynamo: client,
       deadLetters: () => sink.deadLetters(),
       idle: () => sink.idle(),
       stop,

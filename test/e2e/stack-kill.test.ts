@@ -1,0 +1,225 @@
+/**
+ * Whole-stack kill: `npm start --data-dir D` (scripts/start.ts as a child process) is killed with SIGKILL in the
+ * middle of a burst of creates and deletes, then started again with the same --data-dir. With no manual step the
+ * stack must converge: every remaining EIP Ready with its own address on the gateway's net1, every deleted one gone,
+ * DynamoDB holding exactly their allocations, and no lease left behind. The leases the killed process held are broken
+ * by the restart (they carry its instance id), so nothing waits for them to expire.
+ * CI runs 20 creates + 5 deletes; EIP_LONG=1 runs the 80 + 20 of the original report. The convergence time after the
+ * restart is printed.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const LONG = process.env.EIP_LONG === '1';
+const CREATES = LONG ? 80 : 20;
+const DELETES = LONG ? 20 : 5;
+const root = join(import.meta.dirname, '../..');
+const dir = mkdtempSync(join(tmpdir(), 'eip-kill-'));
+const kubeconfig = join(dir, 'kubeconfig');
+const dataDir = join(dir, 'data');
+const children: ChildProcess[] = [];
+const EIPS = { group: 'kubeovn.io', version: 'v1', plural: 'iptables-eips' } as const;
+
+if (!LONG) console.log(`[stack-kill] ${CREATES} creates + ${DELETES} deletes (EIP_LONG=1 runs 80 + 20)`);
+
+interface Started {
+  child: ChildProcess;
+  ready: Promise<{ dynamodb: string; table: string }>;
+}
+
+function start(): Started {
+  const child = spawn(
+    process.execPath,
+    // One process (tsx as a loader, not its CLI, which would run the stack in a child that SIGKILL misses).
+    ['--import', 'tsx', join(root, 'scripts/start.ts'), '--kubeconfig', kubeconfig, '--data-dir', dataDir],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.push(child);
+  let out = '';
+  const ready = new Promise<{ dynamodb: string; table: string }>((resolve, reject) => {
+    child.stdout!.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = out.match(/^ready: .* dynamodb=(\S+) table=(\S+)/m);
+      if (m) resolve({ dynamodb: m[1]!, table: m[2]! });
+    });
+    child.once('exit', (code) => reject(new Error(`npm start exited ${code} before ready:\n${out}`)));
+  });
+  let err = '';
+  child.stderr!.on('data', (c: Buffer) => {
+    err = (err + c.toString()).slice(-4000);
+  });
+  child.once('exit', (code) => {
+    if (code) console.log(`[stack-kill] npm start exited ${code}; stderr:\n${err}`);
+  });
+  return { child, ready };
+}
+
+interface Eip {
+  metadata: { name: string; deletionTimestamp?: string };
+  status?: { ready?: boolean; ip?: string };
+}
+
+function clients() {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  return { kc, co: kc.makeApiClient(CustomObjectsApi), core: kc.makeApiClient(CoreV1Api) };
+}
+
+async function eips(co: CustomObjectsApi): Promise<Eip[]> {
+  return ((await co.listClusterCustomObject(EIPS)) as { items: Eip[] }).items;
+}
+
+async function net1(kc: KubeConfig): Promise<string> {
+  let out = '';
+  const stdout = new (await import('node:stream')).PassThrough();
+  stdout.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  await new Promise<void>((resolve, reject) => {
+    new Exec(kc)
+      .exec(
+        'kube-system',
+        'vpc-nat-gw-gw1-0',
+        'vpc-nat-gw',
+        ['ip', '-o', 'addr', 'show', 'dev', 'net1'],
+        stdout,
+        null,
+        null,
+        false,
+        (s) => (s.status === 'Success' ? resolve() : reject(new Error(JSON.stringify(s)))),
+      )
+      .catch(reject);
+  });
+  return out;
+}
+
+async function tableItems(
+  endpoint: string,
+  table: string,
+): Promise<Record<string, { S?: string; N?: string }>[]> {
+  const client = new DynamoDBClient({
+    endpoint,
+    region: 'local',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  try {
+    const items: Record<string, { S?: string; N?: string }>[] = [];
+    let start: Record<string, never> | undefined;
+    do {
+      const r = await client.send(
+        new ScanCommand({ TableName: table, ConsistentRead: true, ExclusiveStartKey: start }),
+      );
+      items.push(...((r.Items ?? []) as Record<string, { S?: string; N?: string }>[]));
+      start = r.LastEvaluatedKey as Record<string, never> | undefined;
+    } while (start);
+    return items;
+  } finally {
+    client.destroy();
+  }
+}
+
+async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+afterAll(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('npm start killed with SIGKILL mid-burst', () => {
+  it(`converges after a restart with the same --data-dir (${CREATES} creates, ${DELETES} deletes)`, async () => {
+    const first = start();
+    await first.ready;
+    const { co } = clients();
+    await until(
+      'the demo EIP',
+      async () => ((await eips(co)).some((e) => e.status?.ready) ? true : undefined),
+      60_000,
+    );
+
+    const names = Array.from({ length: CREATES }, (_, i) => `kill-${i}`);
+    const deleted = names.slice(0, DELETES);
+    const kept = ['demo-eip', ...names.slice(DELETES)];
+    for (let i = 0; i < names.length; i += 10)
+      await Promise.all(
+        names.slice(i, i + 10).map((name) =>
+          co.createClusterCustomObject({
+            ...EIPS,
+            body: {
+              apiVersion: 'kubeovn.io/v1',
+              kind: 'IptablesEIP',
+              metadata: { name },
+              spec: { natGwDp: 'gw1' },
+            },
+          }),
+        ),
+      );
+    // Delete the first ones once they are being worked on, then kill while the rest is in flight.
+    await until(
+      'the first EIPs Ready',
+      async () =>
+        (await eips(co)).some((e) => e.metadata.name === deleted[0] && e.status?.ready) ? true : undefined,
+      60_000,
+    );
+    await Promise.all(deleted.map((name) => co.deleteClusterCustomObject({ ...EIPS, name })));
+    const before = await eips(co);
+    first.child.kill('SIGKILL');
+    await new Promise((r) => first.child.once('exit', r));
+    const readyAtKill = before.filter((e) => e.status?.ready).length;
+    console.log(
+      `[stack-kill] killed with ${readyAtKill}/${before.length} EIPs Ready, ${before.filter((e) => e.metadata.deletionTimestamp).length} terminating`,
+    );
+
+    const second = start();
+    const restarted = Date.now();
+    const { dynamodb, table } = await second.ready;
+    const { kc, co: co2 } = clients();
+    await until(
+      'convergence',
+      async () => {
+        const now = await eips(co2);
+        const byName = new Map(now.map((e) => [e.metadata.name, e]));
+        if (deleted.some((n) => byName.has(n))) return undefined;
+        if (!kept.every((n) => byName.get(n)?.status?.ready)) return undefined;
+        const items = await tableItems(dynamodb, table);
+        if (items.some((i) => i.pk?.S?.startsWith('LEASE#'))) return undefined;
+        return true;
+      },
+      LONG ? 300_000 : 180_000,
+    );
+    const seconds = (Date.now() - restarted) / 1000;
+    console.log(`[stack-kill] converged ${seconds.toFixed(1)} s after the restart`);
+
+    const now = await eips(co2);
+    const ips = now.map((e) => e.status?.ip ?? '');
+    expect(new Set(ips).size).toBe(kept.length);
+    expect(now.map((e) => e.metadata.name).sort()).toEqual([...kept].sort());
+    const onGateway = await net1(kc);
+    for (const ip of ips) expect(onGateway).toContain(`inet ${ip}/`);
+    const items = await tableItems(dynamodb, table);
+    const heldBy = items.filter((i) => i.ownerUid?.S).map((i) => i.ownerUid!.S!);
+    const uids = (await co2.listClusterCustomObject(EIPS)) as { items: { metadata: { uid: string } }[] };
+    for (const e of uids.items) expect(heldBy).toContain(e.metadata.uid);
+    // One allocation per EIP, plus the gateway pod's own reservation of its net1 address.
+    expect(heldBy.length).toBe(kept.length + 1);
+    second.child.kill('SIGINT');
+    await new Promise((r) => second.child.once('exit', r));
+  }, 600_000);
+});
