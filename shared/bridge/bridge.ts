@@ -5,13 +5,14 @@
  * EIP as the last safety net.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import { blockedRetryAfter } from '../domain/retry.js';
 import { type EipEvent, eventId } from '../events.js';
 import { jsonLogger } from '../observability/log.js';
 import type { Logger, Metrics } from '../ports.js';
 import { backoffDelay, sleep } from './backoff.js';
 import { ForeignWriterWatch } from './foreign.js';
 import { startHealthServer } from './health.js';
-import { nameOf, rvOf, uidOf } from './objects.js';
+import { isTerminating, type KubeObject, nameOf, rvOf, uidOf } from './objects.js';
 import type { Sink } from './sinks/sink.js';
 import { errorText, SinkGaveUp } from './sinks/sink.js';
 import { InformerSource } from './source.js';
@@ -123,6 +124,10 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       await sink.send(q.event);
       counters.eventsOut[q.event.handler]++;
       counters.observeLag(Date.now() - q.observedAt);
+      // A blocked EIP is sent again after its backoff even when no watch event comes (its condition, unchanged,
+      // is not written again).
+      const cached = tracker.get('IptablesEIP', q.event.object.name);
+      if (cached && (!q.event.object.uid || uidOf(cached) === q.event.object.uid)) scheduleBlocked(cached);
     },
     retry: (_q, e, attempt) =>
       draining ? undefined : requeueDelay(attempt, e instanceof SinkGaveUp && e.permanent),
@@ -154,6 +159,26 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     },
   });
 
+  /** The `blocked-retry` update of an EIP (ADR 0016: blocked rejections are tried again with backoff). */
+  const blockedEvent = (name: string, uid: string | undefined, rv: string | undefined): EipEvent => ({
+    version: 1,
+    id: eventId(uid, rv, 'blocked-retry'),
+    handler: 'update',
+    reason: 'blocked-retry',
+    object: { kind: 'IptablesEIP', name, ...(uid && { uid }), ...(rv && { resourceVersion: rv }) },
+  });
+
+  /** Schedules the next `blocked-retry` of an EIP whose conditions say it waits on something that may clear. */
+  function scheduleBlocked(eip: KubeObject): void {
+    if (draining || isTerminating(eip)) return;
+    const delay = blockedRetryAfter(eip as Parameters<typeof blockedRetryAfter>[0], Date.now());
+    if (delay === undefined) return;
+    const event = blockedEvent(nameOf(eip), uidOf(eip), rvOf(eip));
+    event.emittedAt = new Date(Date.now() + delay).toISOString();
+    counters.blockedRetries++;
+    queue.later({ event, observedAt: Date.now() + delay }, delay);
+  }
+
   sink.subscribe?.({
     gaveUp: (event, error, permanent) => {
       if (draining) {
@@ -175,7 +200,10 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     },
     retryAfter: (event, delayMs) => {
       if (draining) return;
-      queue.pushLater({ event, observedAt: Date.now() }, delayMs);
+      const again = blockedEvent(event.object.name, event.object.uid, event.object.resourceVersion);
+      again.emittedAt = new Date(Date.now() + delayMs).toISOString();
+      counters.blockedRetries++;
+      queue.later({ event: again, observedAt: Date.now() + delayMs }, delayMs);
     },
   });
 
@@ -224,6 +252,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
           }
       }
       enqueue(tracker.observe(kind, type, object, { initial }), Date.now());
+      if (kind === 'IptablesEIP' && type !== 'DELETED') scheduleBlocked(object);
     },
   });
 
@@ -253,6 +282,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       foreignWrites: { ...counters.foreignWrites },
       lagSeconds: { ...counters.lag, buckets: [...counters.lag.buckets] },
       resyncs: counters.resyncs,
+      blockedRetries: counters.blockedRetries,
       heartbeats: counters.heartbeats,
       watchesReady,
       ready: watchesReady && !s?.failingPermanently,

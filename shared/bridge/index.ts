@@ -15,7 +15,6 @@ export {
 export { type KubeObject, snapshotOf, WATCHED_KINDS, type WatchedKind } from './objects.js';
 export {
   BLOCKER_REASONS,
-  blockerReason,
   type Change,
   gatewayCameUp,
   isWaiting,

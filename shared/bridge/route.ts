@@ -9,7 +9,7 @@
  * handler's own writes (status, labels, finalizers).
  */
 import { DEFAULT_EXTERNAL_SUBNET } from '../domain/kube-ovn.js';
-import { type EipEvent, eventId, type HandlerName, REASONS, type Reason } from '../events.js';
+import { type EipEvent, eventId, type HandlerName, type Reason } from '../events.js';
 import {
   fanOutId,
   field,
@@ -249,21 +249,16 @@ export function routeQosPolicy(
 // ------------------------------------------------------------------------------------------- blockers
 
 /**
- * The reasons the re-routing below wants. Until the event contract (events/schema.json) lists one, the event
- * goes out as `resync` — the handlers treat every update reason alike except `qos-policy-changed` — so the bridge
- * never sends a reason a handler would refuse. See ADR 0020.
+ * The reasons of the re-routing below (events/schema.json): `dependency-changed` for what one EIP or a few wait
+ * on, `feature-changed` for the nat-gw ConfigMaps (every EIP). See ADR 0020.
  */
 export const BLOCKER_REASONS = {
-  addressReleased: 'address-released',
-  qosPolicyUnbound: 'qos-policy-unbound',
-  subnetChanged: 'subnet-changed',
-  gatewayChanged: 'gateway-changed',
-  natGwConfigChanged: 'nat-gw-config-changed',
-} as const;
-
-export function blockerReason(wanted: (typeof BLOCKER_REASONS)[keyof typeof BLOCKER_REASONS]): Reason {
-  return (REASONS as readonly string[]).includes(wanted) ? (wanted as Reason) : 'resync';
-}
+  addressReleased: 'dependency-changed',
+  qosPolicyUnbound: 'dependency-changed',
+  subnetChanged: 'dependency-changed',
+  gatewayChanged: 'dependency-changed',
+  natGwConfigChanged: 'feature-changed',
+} as const satisfies Record<string, Reason>;
 
 /** An EIP that may be blocked: not terminating and not Ready (rejected, or never provisioned). */
 export function isWaiting(eip: KubeObject): boolean {
@@ -307,7 +302,7 @@ export function routeReleased(
     const policy = field(eip, 'spec', 'qosPolicy');
     return fanOut(
       eip,
-      blockerReason(BLOCKER_REASONS.addressReleased),
+      BLOCKER_REASONS.addressReleased,
       waitingWhere(
         list,
         self,
@@ -320,7 +315,7 @@ export function routeReleased(
   if (before === '' || before === field(eip, 'spec', 'qosPolicy')) return [];
   return fanOut(
     eip,
-    blockerReason(BLOCKER_REASONS.qosPolicyUnbound),
+    BLOCKER_REASONS.qosPolicyUnbound,
     waitingWhere(list, self, (e) => field(e, 'spec', 'qosPolicy') === before),
   );
 }
@@ -342,7 +337,7 @@ export function routeSubnet(
   if (!subnet || !specAppeared(change)) return [];
   return fanOut(
     change.object,
-    blockerReason(BLOCKER_REASONS.subnetChanged),
+    BLOCKER_REASONS.subnetChanged,
     waitingWhere(eips, '', (e) => externalSubnetOf(e) === subnet),
   );
 }
@@ -356,7 +351,7 @@ export function routeNatGateway(
   if (!gateway || !specAppeared(change)) return [];
   return fanOut(
     change.object,
-    blockerReason(BLOCKER_REASONS.gatewayChanged),
+    BLOCKER_REASONS.gatewayChanged,
     waitingWhere(eips, '', (e) => field(e, 'spec', 'natGwDp') === gateway),
   );
 }
@@ -380,5 +375,5 @@ export function routeNatGwConfig(
     type === 'DELETED'
       ? { ...object, metadata: { ...object.metadata, resourceVersion: `${rvOf(object) ?? ''}-deleted` } }
       : object;
-  return fanOut(trigger, blockerReason(BLOCKER_REASONS.natGwConfigChanged), targets);
+  return fanOut(trigger, BLOCKER_REASONS.natGwConfigChanged, targets);
 }

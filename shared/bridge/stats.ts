@@ -55,6 +55,8 @@ export interface BridgeStats {
   foreignWrites: Record<string, number>;
   lagSeconds: LagStats;
   resyncs: number;
+  /** `blocked-retry` updates scheduled for EIPs waiting on something that may clear. */
+  blockedRetries: number;
   heartbeats: number;
   /** Every watch has listed and is watching. */
   watchesReady: boolean;
@@ -76,6 +78,7 @@ export class Counters {
   droppedOnDrain = 0;
   pauses = 0;
   resyncs = 0;
+  blockedRetries = 0;
   heartbeats = 0;
   readonly foreignWrites: Record<string, number> = {};
   readonly lag: LagStats = { count: 0, sum: 0, max: 0, last: 0, buckets: LAG_BUCKETS.map(() => 0) };
@@ -153,6 +156,9 @@ export function prometheusText(s: BridgeStats): string {
     'Writes of EIP status or finalizers by another field manager.',
     Object.entries(s.foreignWrites).map(([m, n]) => [`{manager="${esc(m)}"}`, n]),
   );
+  metric('eip_bridge_blocked_retries_total', 'counter', 'blocked-retry updates scheduled for waiting EIPs.', [
+    ['', s.blockedRetries],
+  ]);
   metric('eip_bridge_heartbeats_total', 'counter', 'Heartbeats counted while healthy.', [['', s.heartbeats]]);
   metric('eip_bridge_dead_letters_total', 'counter', 'Events parked as dead letters (in-process sink).', [
     ['', s.deadLetters],

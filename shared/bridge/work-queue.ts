@@ -223,6 +223,17 @@ export class WorkQueue<T> {
     this.retryLater(slot, item, delayMs);
   }
 
+  /**
+   * Queues `item` after `delayMs` (not a failure: no attempt is counted), unless an item for its slot is waiting
+   * or arrives first. A later call for the same slot replaces the earlier timer.
+   */
+  later(item: T, delayMs: number): void {
+    if (this.closed) return;
+    const slot = this.slotOf(item);
+    if (this.waiting.has(slot)) return;
+    this.retryLater(slot, item, delayMs);
+  }
+
   /** Consecutive failures recorded for the item's slot (0 after a success). */
   attemptsOf(item: T): number {
     return this.attempts.get(this.slotOf(item)) ?? 0;

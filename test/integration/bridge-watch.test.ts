@@ -17,13 +17,7 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
-import {
-  BLOCKER_REASONS,
-  type Bridge,
-  blockerReason,
-  startBridge,
-  watchPaths,
-} from '../../shared/bridge/index.js';
+import { BLOCKER_REASONS, type Bridge, startBridge, watchPaths } from '../../shared/bridge/index.js';
 import type { Sink } from '../../shared/bridge/sinks/sink.js';
 import { FINALIZER, GROUP, Label, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
@@ -46,7 +40,7 @@ function recordingSink(delayMs = 0): Sink & { events: EipEvent[] } {
 const summary = (events: EipEvent[]) => events.map((e) => `${e.handler}/${e.reason} ${e.object.name}`);
 
 /** The update an EIP gets because another EIP's deletion released an address (ADR 0020). */
-const RELEASED = `update/${blockerReason(BLOCKER_REASONS.addressReleased)}`;
+const RELEASED = `update/${BLOCKER_REASONS.addressReleased}`;
 const isReleased = (e: EipEvent) => `${e.handler}/${e.reason}` === RELEASED && e.id.includes(':');
 const withoutReleased = (events: EipEvent[]) => events.filter((e) => !isReleased(e));
 
