@@ -31,8 +31,11 @@ describe('metrics', () => {
       widgets: { properties: { metrics: { expression: string }[][] } }[];
     };
     const plotted = new Set<string>();
+    // The bridge's and AWS's own metrics (last rows) are checked against their emitters in infra-alarms.test.ts.
+    const others = /MetricName="(Bridge\w+|ForeignWriter)"/;
     for (const w of body.widgets)
       for (const [m] of w.properties.metrics) {
+        if (typeof m !== 'object' || others.test(m.expression)) continue;
         const match = /SEARCH\('\{([A-Za-z]+),[^}]*\} MetricName="([A-Za-z]+)"'/.exec(m!.expression);
         expect(match, m!.expression).not.toBeNull();
         expect(match![1]).toBe(METRICS_NAMESPACE);
