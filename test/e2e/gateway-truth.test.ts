@@ -14,6 +14,7 @@ import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { Condition, IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { memoryLogger } from '../../shared/observability/log.js';
+import type { Ipam } from '../../shared/ports.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
@@ -101,20 +102,21 @@ async function net1ByExec(gw: string): Promise<string> {
   return kc('exec', '-n', NS, gwPod(gw), '-c', 'vpc-nat-gw', '--', 'ip', '-o', 'addr', 'show', 'dev', 'net1');
 }
 
-async function ipamHolds(uid: string): Promise<string[]> {
+async function withIpam<T>(fn: (ipam: Ipam) => Promise<T>): Promise<T> {
   const client = new DynamoDBClient({
     endpoint: stack.dynamodbEndpoint,
     region: 'local',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
   });
   try {
-    return (await createDynamoIpam({ client, tableName: stack.tableName }).findByOwner(uid)).map(
-      (a) => a.address,
-    );
+    return await fn(createDynamoIpam({ client, tableName: stack.tableName }));
   } finally {
     client.destroy();
   }
 }
+
+const ipamHolds = (uid: string): Promise<string[]> =>
+  withIpam(async (ipam) => (await ipam.findByOwner(uid)).map((a) => a.address));
 
 async function restartGatewayPod(gw: string): Promise<void> {
   const old = await core.readNamespacedPod({ name: gwPod(gw), namespace: NS });
@@ -284,7 +286,24 @@ describe.skipIf(skip)('gateway truth on the local stack (issue 12)', () => {
     expect(e.status?.ip).toBe('172.18.0.201');
     expect(conditionOf(e, 'Validated')).toBeUndefined();
     expect(net1('gw1')).toContain('172.18.0.201/24');
-  });
+
+    // A blocker that clears with no Kubernetes change at all (an allocation freed in the table): only the capped
+    // backoff brings the EIP back.
+    const pool = {
+      subnet: 'ovn-vpc-external-network',
+      family: 4 as const,
+      cidr: '172.18.0.0/24',
+      exclude: [],
+    };
+    await withIpam((ipam) => ipam.claimAddress(pool, '172.18.0.202', { uid: 'outside', name: 'outside' }));
+    await applyEip('t6-table', { natGwDp: 'gw1', v4ip: '172.18.0.202' });
+    await condition('t6-table', 'Validated', 'False', 'AddressConflict');
+    await new Promise((r) => setTimeout(r, 3_000)); // blocked for a while: its backoff has grown
+    expect(
+      await withIpam((ipam) => ipam.release('ovn-vpc-external-network', '172.18.0.202', 'outside')),
+    ).toBe(true);
+    expect((await ready('t6-table', 30_000)).status?.ip).toBe('172.18.0.202');
+  }, 60_000);
 
   it('case 7: a rejected EIP carries no allocation labels; they appear, with kube-ovn values, once it is configured', async () => {
     await applyQos('t7-solo', [
