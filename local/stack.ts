@@ -109,7 +109,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     say(`kubernetes: local API at ${api.url}, kubeconfig ${kubeconfig}`);
 
     const kubeConfig = kubeConfigFromFile(kubeconfig);
-    const standIns = await startStandIns({ kubeConfig, namespace: NAMESPACE, log: (l) => log.debug(l) });
+    const standIns = await startStandIns({
+      kubeConfig,
+      namespace: NAMESPACE,
+      log: (l) => log.debug(l),
+      featureSwitch: true,
+    });
     stops.push(() => standIns.stop());
 
     const config = loadConfig({

@@ -10,7 +10,13 @@
  * allocation.
  */
 import { createHash } from 'node:crypto';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  type V1ConfigMap,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { allocatableRanges, formatAddress, parseAddress, poolsOf } from '../../shared/domain/addressing.js';
 import {
   Annotation,
@@ -20,6 +26,8 @@ import {
   gatewayPodName,
   Label,
   NAT_GATEWAY_SCRIPT,
+  NatGwConfigMap,
+  natGwFeatureOf,
   Plural,
   type Subnet,
   VERSION,
@@ -37,6 +45,12 @@ export interface GatewayStandInOptions {
   namespace: string;
   serviceCidr: string;
   log: Log;
+  /**
+   * Model kube-ovn's VPC NAT gateway feature switch (the two ConfigMaps in the namespace): pods only while it is
+   * on, all gateway pods removed when it is switched off. Off by default, so that test worlds without the
+   * ConfigMaps still get their pods; the local stack turns it on.
+   */
+  featureSwitch?: boolean;
 }
 
 /** kube-ovn's util.GetNatGwExternalNetwork: the first external subnet, or the default one. */
@@ -99,6 +113,7 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
   const assigned = new Map<string, string>();
 
   const queue = new WorkQueue(reconcile, o.log, 'gateway stand-in');
+  let lastFeature: string | undefined;
   const enqueueAll = (): void => {
     for (const g of gateways.list()) queue.add(g.metadata?.name ?? '');
   };
@@ -132,6 +147,33 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
     log: o.log,
     name: 'gateway pods informer',
   });
+
+  const configMaps = new Watched<V1ConfigMap>({
+    kubeConfig: o.kubeConfig,
+    path: `/api/v1/namespaces/${ns}/configmaps`,
+    list: () => core.listNamespacedConfigMap({ namespace: ns }),
+    onChange: (cm) => {
+      const name = cm.metadata?.name;
+      if (name === NatGwConfigMap.enable || name === NatGwConfigMap.image) enqueueAll();
+    },
+    log: o.log,
+    name: 'nat-gw configmaps informer',
+  });
+
+  /**
+   * kube-ovn's feature state (resyncVpcNatGwConfig): 'off' when ovn-vpc-nat-gw-config is missing or says "false"
+   * (kube-ovn then deletes every gateway StatefulSet); 'on' when ovn-vpc-nat-config also carries an image;
+   * otherwise 'unknown' — kube-ovn keeps its last state: it creates nothing new and removes nothing.
+   */
+  function feature(): { state: 'on' | 'off' | 'unknown'; reason?: string } {
+    if (!o.featureSwitch) return { state: 'on' };
+    const enable = configMaps.get(NatGwConfigMap.enable, ns)?.data;
+    const image = configMaps.get(NatGwConfigMap.image, ns)?.data;
+    const f = natGwFeatureOf(enable, image);
+    if (f.enabled) return { state: 'on' };
+    const off = !enable || enable[NatGwConfigMap.enableKey] === 'false';
+    return { state: off ? 'off' : 'unknown', ...(f.reason !== undefined && { reason: f.reason }) };
+  }
 
   function desiredPod(gw: VpcNatGateway): Desired {
     const name = gw.metadata.name;
@@ -244,6 +286,17 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
       return;
     }
     if (pod?.metadata?.deletionTimestamp) return; // its DELETED event brings us back
+    const f = feature();
+    const said = `${f.state}${f.reason ? `: ${f.reason}` : ''}`;
+    if (f.state !== 'on' && lastFeature !== said)
+      o.log(`gateway stand-in: the VPC NAT gateway feature is ${said}`);
+    lastFeature = said;
+    if (f.state === 'off') {
+      assigned.delete(gatewayPodName(name));
+      if (pod) await deletePod(pod, 'the VPC NAT gateway feature is off');
+      return;
+    }
+    if (f.state === 'unknown' && !pod) return;
     let desired: Desired;
     try {
       desired = desiredPod(gw);
@@ -271,14 +324,19 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
     }
   }
 
-  await Promise.all([subnets.start(), pods.start()]);
+  await Promise.all([subnets.start(), pods.start(), ...(o.featureSwitch ? [configMaps.start()] : [])]);
   await gateways.start();
   const resync = setInterval(enqueueAll, 30_000);
   resync.unref();
   return {
     async stop() {
       clearInterval(resync);
-      await Promise.all([gateways.stop(), subnets.stop(), pods.stop()]);
+      await Promise.all([
+        gateways.stop(),
+        subnets.stop(),
+        pods.stop(),
+        ...(o.featureSwitch ? [configMaps.stop()] : []),
+      ]);
       await queue.stop();
     },
   };

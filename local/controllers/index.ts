@@ -13,6 +13,8 @@ export interface StandInsOptions {
   /** The cluster's service CIDR, passed to the gateway's init container. */
   serviceCidr?: string;
   log?: (line: string) => void;
+  /** Model kube-ovn's VPC NAT gateway feature switch (see GatewayStandInOptions.featureSwitch); default off. */
+  featureSwitch?: boolean;
 }
 
 export interface StandIns {
@@ -28,6 +30,7 @@ export async function startStandIns(options: StandInsOptions): Promise<StandIns>
       namespace: options.namespace ?? 'kube-system',
       serviceCidr: options.serviceCidr ?? '10.96.0.0/12',
       log,
+      ...(options.featureSwitch !== undefined && { featureSwitch: options.featureSwitch }),
     }),
     startQosStandIn({ kubeConfig: options.kubeConfig, log }),
   ]);

@@ -1,3 +1,4 @@
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
 import { startQosStandIn } from '../../local/controllers/qos.js';
@@ -215,5 +216,71 @@ describe('QoS stand-in', () => {
     await eventually(() => status('q-after'));
     expect(await status('q-natgw')).toBeUndefined();
     expect(logs.some((l) => l.includes('q-natgw'))).toBe(true);
+  });
+});
+
+describe("gateway stand-in with kube-ovn's feature switch (the local stack's setting)", () => {
+  let fw: World;
+  let fs: StandIns;
+  const lines: string[] = [];
+  const cm = (name: string, data: Record<string, string>) =>
+    fw.core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name }, data } });
+  const setEnable = (value: string) =>
+    fw.core.patchNamespacedConfigMap(
+      { namespace: NS, name: 'ovn-vpc-nat-gw-config', body: { data: { 'enable-vpc-nat-gw': value } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+
+  beforeAll(async () => {
+    fw = await startWorld();
+    fs = await startStandIns({ kubeConfig: fw.kc, log: (l) => lines.push(l), featureSwitch: true });
+    await createSubnets(fw);
+  });
+
+  afterAll(async () => {
+    await fs?.stop();
+    await fw?.close();
+  });
+
+  it('creates no gateway pod while ovn-vpc-nat-gw-config is missing, and one once both ConfigMaps switch it on', async () => {
+    await createGateway(fw, 'fa');
+    await eventually(() =>
+      lines.some((l) => l.includes('feature is off: configMap "ovn-vpc-nat-gw-config" not configured')),
+    );
+    expect(await gatewayPod(fw, 'fa')).toBeUndefined();
+    await cm('ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'true' });
+    // Enabled but no image yet: kube-ovn's state stays as it was, so still no pod.
+    await eventually(() => lines.some((l) => l.includes('configmaps "ovn-vpc-nat-config" not found')));
+    expect(await gatewayPod(fw, 'fa')).toBeUndefined();
+    await cm('ovn-vpc-nat-config', { image: 'docker.io/kubeovn/vpc-nat-gateway:v1.12.4' });
+    const pod = await eventually(() => gatewayPod(fw, 'fa'));
+    expect(pod.metadata?.labels?.app).toBe('vpc-nat-gw-fa');
+  });
+
+  it('removes every gateway pod when enable-vpc-nat-gw is "false", and re-creates them, freshly initialised, when it is "true" again', async () => {
+    await createGateway(fw, 'fb');
+    const before = await eventually(() => gatewayPod(fw, 'fb'));
+    const oldSim = await eventually(() => fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0'));
+    await eventually(() => oldSim.initialised);
+    expect(
+      oldSim.exec(['bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '172.18.0.20/16,172.18.0.1']).exitCode,
+    ).toBe(0);
+    await setEnable('false');
+    await eventually(async () => !(await gatewayPod(fw, 'fa')) && !(await gatewayPod(fw, 'fb')));
+    expect(fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0')).toBeUndefined();
+    // A gateway created while the feature is off gets no pod either.
+    await createGateway(fw, 'fc');
+    await eventually(() => lines.some((l) => l.includes('feature is off: parameter "enable-vpc-nat-gw"')));
+    expect(await gatewayPod(fw, 'fc')).toBeUndefined();
+
+    await setEnable('true');
+    const pods = await eventually(async () => {
+      const all = await Promise.all(['fa', 'fb', 'fc'].map((n) => gatewayPod(fw, n)));
+      return all.every(Boolean) ? all : undefined;
+    });
+    expect(pods[1]?.metadata?.uid).not.toBe(before.metadata?.uid);
+    const sim = await eventually(() => fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0'));
+    await eventually(() => sim.initialised);
+    expect(sim.net1Addresses()).not.toContain('172.18.0.20/16');
   });
 });
