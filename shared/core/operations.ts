@@ -12,6 +12,7 @@ import {
   AddressConflictError,
   ConflictError,
   DependencyMissingError,
+  GatewayRefusedError,
   InvalidEventError,
   InvalidSpecError,
   NatGwDisabledError,
@@ -141,7 +142,10 @@ async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Pro
         },
         now,
       );
-      const offGateway = !eip.status?.ip || error instanceof NatGwDisabledError;
+      // The address is not on a gateway: never configured, the feature is off (kube-ovn removes the gateway pods),
+      // or the gateway refused to re-add it.
+      const lost = error instanceof NatGwDisabledError || error instanceof GatewayRefusedError;
+      const offGateway = !eip.status?.ip || lost;
       if (offGateway)
         conditions = setCondition(
           conditions,
@@ -151,7 +155,7 @@ async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Pro
       const change = statusChanges(eip, {
         conditions,
         // ready=false also asks for a redo once the feature is back (kube-ovn's own convention).
-        ...(error instanceof NatGwDisabledError && eip.status?.ip && { ready: false }),
+        ...(lost && eip.status?.ip && { ready: false }),
       });
       if (change) {
         await deps.cluster.patchEipStatus(name, change);

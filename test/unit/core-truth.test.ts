@@ -134,6 +134,24 @@ describe('an invalid value on a configured EIP', () => {
   });
 });
 
+describe('a gateway that refuses to re-add an address', () => {
+  it('makes the EIP not Ready with the refusal as the reason', async () => {
+    const w = world();
+    await ready(w, 'eip-a');
+    w.createPod(w.clock.now() + 5_000);
+    w.gateway.failNext(1, {
+      op: 'eip-add',
+      stderr: 'Error: argument "172.18.0.2/24" is wrong: invalid prefix\n',
+    });
+    expect(await w.run('update', 'eip-a', 'gateway-restarted')).toMatchObject({
+      status: 'rejected',
+      code: 'GatewayRefused',
+    });
+    expect(w.get('eip-a')?.status?.ready).toBe(false);
+    expect(condition(w, 'eip-a', 'Ready')).toMatchObject({ status: 'False', reason: 'GatewayRefused' });
+  });
+});
+
 describe('validation before anything is held', () => {
   it.each([
     ['natGwDp', '.'],
