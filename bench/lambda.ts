@@ -31,6 +31,7 @@ import { eipHandler } from '../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../shared/observability/log.js';
 import type { Deps } from '../shared/ports.js';
 import { countingClient } from './lib/counting-client.js';
+import { verbAndResource } from './lib/kube-requests.js';
 import type { Suite } from './run.js';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -75,19 +76,6 @@ function coldImport(node: string, file: string, runs: number): { wallMs: number;
     cpu.push(c);
   }
   return { wallMs: median(wall), cpuMs: median(cpu) };
-}
-
-/** `GET iptables-eips`, `PATCH iptables-eips/status`, `LIST pods`…: a request's verb and resource, from its path. */
-export function verbAndResource(method: string, path: string, query: string): string {
-  const parts = path.split('?')[0]!.split('/').filter(Boolean);
-  // /api/v1[/namespaces/ns]/res[/name[/sub]]  or  /apis/group/version[/namespaces/ns]/res[/name[/sub]]
-  let rest = parts[0] === 'api' ? parts.slice(2) : parts.slice(3);
-  if (rest[0] === 'namespaces' && rest.length > 2) rest = rest.slice(2);
-  const [resource = '?', name, sub] = rest;
-  const watch = new URLSearchParams(query).get('watch');
-  const verb =
-    method !== 'GET' ? method : name ? 'GET' : watch === 'true' || watch === '1' ? 'WATCH' : 'LIST';
-  return `${verb} ${resource}${sub ? `/${sub}` : ''}`;
 }
 
 async function addLatencies(

@@ -22,6 +22,8 @@ export interface Suite {
 const suites: Record<string, () => Promise<Suite>> = {
   ipam: async () => (await import('./ipam.js')).suite,
   lambda: async () => (await import('./lambda.js')).suite,
+  e2e: async () => (await import('./e2e.js')).suite,
+  cost: async () => (await import('./cost.js')).suite,
   memory: async () => (await import('./memory.js')).suite,
 };
 
@@ -35,8 +37,16 @@ async function main(argv: readonly string[]): Promise<number> {
     return name && name !== '--help' ? 2 : 0;
   }
   const suite = await suites[name]!();
-  const result = await suite.run(args);
+  let result: SuiteResult;
+  try {
+    result = await suite.run(args);
+  } catch (e) {
+    if ((e as Error).name !== 'UsageError') throw e;
+    console.error((e as Error).message);
+    return 2;
+  }
   console.log(result.table);
+  if (result.json === undefined) return 0; // --help
   const dir = fileURLToPath(new URL('./results/', import.meta.url));
   await mkdir(dir, { recursive: true });
   const file = `${dir}${result.file ?? `${name}.json`}`;

@@ -1,0 +1,462 @@
+/**
+ * `npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--cache-ms=5000] [--concurrency=64]`
+ *
+ * The whole product on the local stack (local/stack.ts: local Kubernetes API with the kube-ovn stand-ins and the
+ * simulated gateways, dynalite, the bridge with the in-process sink, the handlers on the real adapters): N
+ * IptablesEIPs created at once through the Kubernetes API, as kubectl would (POSTs with a bearer token, at most
+ * `--concurrency` in flight), spread round-robin over `--gateways` NAT gateways; then all deleted. One watch on
+ * the EIPs records when each became Ready (status.ready) and when each was gone.
+ *
+ * Reported: wall time until all Ready and until all gone; per-EIP time to Ready / to gone (p50, p90, p99, from its
+ * create / delete request); Kubernetes API requests per add and per delete by verb and resource, from the local
+ * API's request log, for the handlers (User-Agent eip-lambdas; exec counted apart) and for the bridge and stand-ins
+ * together (the rest, this benchmark's own requests excluded); DynamoDB requests per add and per delete by
+ * operation (a counter on the handlers' client); CPU time of the process per EIP (product, local API, dynalite
+ * and simulator together: they share the process, so the product's own share is not separable here — see
+ * `npm run bench -- lambda` for one add on the real adapters); duplicates (two EIPs with one address) and EIPs
+ * not Ready, which must both be 0. `--quick` is 40 EIPs on one gateway (CI runs it: test/e2e/bench-e2e.test.ts).
+ * `--cache-ms` is the handlers' read cache (ADR 0028; 5000 as in Lambda, 0 to turn it off). JSON: bench/results/.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { demoObjects } from '../local/demo.js';
+import { type LocalStack, NAMESPACE, startLocalStack } from '../local/stack.js';
+import { kubeConfigFromFile } from '../shared/adapters/k8s/kubeconfig.js';
+import { endpointOfKubeConfig, KubeRest, USER_AGENT } from '../shared/adapters/k8s/rest.js';
+import { memoryLogger } from '../shared/observability/log.js';
+import { verbAndResource } from './lib/kube-requests.js';
+import type { Suite } from './run.js';
+
+const BENCH_AGENT = 'eip-bench';
+const QOS = 'qos-demo';
+const USAGE =
+  'usage: npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--concurrency=64] [--cache-ms=5000] [--timeout-s=600]';
+
+export interface E2eOptions {
+  n: number;
+  /** Also measure an update of every EIP (spec.qosPolicy set; done when status.qosPolicy says so). */
+  update?: boolean;
+  gateways: number;
+  concurrency: number;
+  cacheMs: number;
+  /** Give up waiting after this long (the run then reports what it saw). */
+  timeoutMs: number;
+}
+
+export interface Phase {
+  /** Wall clock from the first request to the last EIP seen Ready (or gone). */
+  seconds: number;
+  /** Per EIP, from its own request to Ready (or gone), in ms. */
+  perEip: { p50: number; p90: number; p99: number; max: number };
+  /** How many reached the state (all of them, unless the run timed out). */
+  done: number;
+  cpuMsPerEip: number;
+  kube: { perEip: number; exec: number; byVerbAndResource: Record<string, number> };
+  /** Requests of the bridge and the stand-ins per EIP (list/watch, pod and rule controllers). */
+  kubeOthersPerEip: number;
+  dynamo: {
+    perEip: number;
+    byOperation: Record<string, number>;
+    /** Capacity units per EIP as DynamoDB reports them (ReturnConsumedCapacity), a failed conditional write as 1 WCU. */
+    readUnits: number;
+    writeUnits: number;
+  };
+  /** Handler invocations per EIP (events the bridge handed to the sink: one EventBridge event and one Lambda run each). */
+  invocations: { perEip: number; byHandler: Record<string, number> };
+}
+
+export interface E2eResult {
+  options: E2eOptions;
+  add: Phase;
+  update?: Phase;
+  delete: Phase;
+  duplicates: number;
+  notReady: number;
+  deadLetters: number;
+}
+
+const progress = (line: string): void => void process.stderr.write(`\r${line}\u001b[K`);
+
+function percentiles(xs: number[]): Phase['perEip'] {
+  const s = [...xs].sort((a, b) => a - b);
+  const at = (p: number) => (s.length ? s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]! : 0);
+  return { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: s[s.length - 1] ?? 0 };
+}
+
+function parseArgs(args: readonly string[]): E2eOptions {
+  const get = (k: string) => args.find((a) => a.startsWith(`--${k}=`))?.split('=')[1];
+  const quick = args.includes('--quick');
+  const num = (k: string, d: number, min: number, max: number): number => {
+    const v = Number(get(k) ?? d);
+    if (!Number.isInteger(v) || v < min || v > max)
+      throw new UsageError(`--${k} must be an integer from ${min} to ${max}, got "${get(k)}"\n${USAGE}`);
+    return v;
+  };
+  return {
+    n: num('n', quick ? 40 : 1000, 1, 60_000),
+    gateways: num('gateways', 1, 1, 100),
+    concurrency: num('concurrency', 64, 1, 1000),
+    cacheMs: num('cache-ms', 5000, 0, 60_000),
+    timeoutMs: num('timeout-s', quick ? 120 : 600, 1, 3600) * 1000,
+  };
+}
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+/** A watch on the EIPs: when each was first seen Ready, and when each was deleted. */
+function watchEips(server: URL, token: string, onEvent: () => void) {
+  const ready = new Map<string, number>();
+  const gone = new Map<string, number>();
+  const qos = new Map<string, number>();
+  const ips = new Map<string, string>();
+  const req = httpRequest(
+    new URL('/apis/kubeovn.io/v1/iptables-eips?watch=true&allowWatchBookmarks=false', server),
+    { headers: { Authorization: `Bearer ${token}`, 'User-Agent': BENCH_AGENT } },
+    (res) => {
+      let buf = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buf += chunk;
+        let i = buf.indexOf('\n');
+        while (i >= 0) {
+          const line = buf.slice(0, i);
+          buf = buf.slice(i + 1);
+          i = buf.indexOf('\n');
+          if (!line.trim()) continue;
+          const ev = JSON.parse(line) as {
+            type: string;
+            object: {
+              metadata: { name: string };
+              status?: { ready?: boolean; ip?: string; qosPolicy?: string };
+            };
+          };
+          const name = ev.object.metadata.name;
+          if (ev.type === 'DELETED') gone.set(name, performance.now());
+          else if (ev.object.status?.qosPolicy === QOS && !qos.has(name)) qos.set(name, performance.now());
+          else if (ev.object.status?.ready && !ready.has(name)) {
+            ready.set(name, performance.now());
+            if (ev.object.status.ip) ips.set(name, ev.object.status.ip);
+          }
+          onEvent();
+        }
+      });
+    },
+  );
+  req.on('error', () => undefined);
+  req.end();
+  return { ready, gone, qos, ips, close: () => req.destroy() };
+}
+
+async function inPool<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
+}
+
+export async function runE2e(options: E2eOptions): Promise<E2eResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'eip-e2e-'));
+  const previousCache = process.env.EIP_READ_CACHE_MS;
+  process.env.EIP_READ_CACHE_MS = String(options.cacheMs);
+  let stack: LocalStack | undefined;
+  let watch: ReturnType<typeof watchEips> | undefined;
+  try {
+    stack = await startLocalStack({
+      kubeconfig: join(dir, 'kubeconfig'),
+      demo: false,
+      log: memoryLogger('error'),
+      say: (l) => process.stderr.write(`e2e: ${l}\n`),
+      resyncMs: 3_600_000,
+      driftRepairMs: 0,
+    });
+    const kc = kubeConfigFromFile(stack.kubeconfig);
+    const endpoint = await endpointOfKubeConfig(kc);
+    const base = endpoint.headers;
+    const auth = base ? await base() : {};
+    const token = (auth.Authorization ?? '').replace(/^Bearer /, '');
+    // This benchmark's own client: the same thin client, under its own User-Agent (kept out of the counts).
+    const rest = new KubeRest({
+      ...endpoint,
+      headers: async () => ({ ...(base ? await base() : {}), 'User-Agent': BENCH_AGENT }),
+    });
+
+    // The cluster: the demo's ConfigMaps, external subnet (a /16, room for every EIP) and VPC subnet, and G gateways.
+    const create = (path: string, body: unknown) => rest.request('POST', path, { body });
+    for (const o of demoObjects(NAMESPACE)) {
+      if (o.kind === 'IptablesEIP') continue;
+      if (o.kind === 'QoSPolicy') await create('/apis/kubeovn.io/v1/qos-policies', o);
+      if (o.kind === 'ConfigMap') await create(`/api/v1/namespaces/${NAMESPACE}/configmaps`, o);
+      else if (o.kind === 'Subnet')
+        await create(
+          '/apis/kubeovn.io/v1/subnets',
+          o.metadata.name === 'ovn-vpc-external-network'
+            ? {
+                ...o,
+                spec: { ...o.spec, cidrBlock: '172.18.0.0/16', excludeIps: ['172.18.0.1..172.18.0.10'] },
+              }
+            : o,
+        );
+      else if (o.kind === 'VpcNatGateway')
+        for (let g = 1; g <= options.gateways; g++)
+          await create('/apis/kubeovn.io/v1/vpc-nat-gateways', {
+            ...o,
+            metadata: { name: `gw${g}` },
+            spec: { ...o.spec, lanIp: `10.0.1.${254 - g + 1}` },
+          });
+    }
+    for (let g = 1; g <= options.gateways; g++) {
+      while (!stack.api.gateways.get(NAMESPACE, `vpc-nat-gw-gw${g}-0`)) await sleep(50);
+    }
+    await stack.idle();
+
+    let tick: () => void = () => undefined;
+    watch = watchEips(stack.api.url ? new URL(stack.api.url) : new URL(endpoint.server), token, () => tick());
+    await sleep(200);
+    const names = Array.from({ length: options.n }, (_, i) => `bench-${String(i).padStart(5, '0')}`);
+
+    // DynamoDB requests of the handlers, by operation.
+    const dynamoOps = new Map<string, number>();
+    const units = { read: 0, write: 0 };
+    stack.dynamo.middlewareStack.add(
+      (next, context) => async (args) => {
+        const op = String(context.commandName ?? '').replace(/Command$/, '');
+        dynamoOps.set(op, (dynamoOps.get(op) ?? 0) + 1);
+        const write = ['PutItem', 'UpdateItem', 'DeleteItem'].includes(op);
+        (args.input as { ReturnConsumedCapacity?: string }).ReturnConsumedCapacity = 'TOTAL';
+        try {
+          const out = await next(args);
+          const used = (out.output as { ConsumedCapacity?: { CapacityUnits?: number } }).ConsumedCapacity;
+          if (write) units.write += used?.CapacityUnits ?? 1;
+          else units.read += used?.CapacityUnits ?? 0.5;
+          return out;
+        } catch (e) {
+          if (write) units.write += 1; // a failed conditional write is charged too
+          throw e;
+        }
+      },
+      { step: 'initialize', name: 'benchCountRequests' },
+    );
+
+    const phase = async (
+      kind: 'add' | 'update' | 'delete',
+      send: (name: string) => Promise<void>,
+      seen: Map<string, number>,
+    ): Promise<Phase> => {
+      const logStart = stack!.api.requests.all().length;
+      dynamoOps.clear();
+      units.read = 0;
+      units.write = 0;
+      const out0 = { ...stack!.bridge.stats().eventsOut };
+      const sentAt = new Map<string, number>();
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      const done = () => names.filter((n) => seen.has(n)).length;
+      let last = 0;
+      tick = () => {
+        const now = performance.now();
+        if (now - last < 250) return;
+        last = now;
+        progress(
+          `e2e ${kind}: ${sentAt.size}/${options.n} sent, ${done()}/${options.n} ${{ add: 'Ready', update: 'updated', delete: 'gone' }[kind]}, ${((now - t0) / 1000).toFixed(1)} s`,
+        );
+      };
+      await inPool(names, options.concurrency, async (name) => {
+        sentAt.set(name, performance.now());
+        await send(name);
+        tick();
+      });
+      const deadline = t0 + options.timeoutMs;
+      while (done() < options.n && performance.now() < deadline) {
+        tick();
+        await sleep(50);
+      }
+      const finished = done() === options.n ? Math.max(...names.map((n) => seen.get(n)!)) : performance.now();
+      const cpu = process.cpuUsage(cpu0);
+      await stack!.idle();
+      progress('');
+      process.stderr.write(
+        `e2e ${kind}: ${done()}/${options.n} in ${((finished - t0) / 1000).toFixed(1)} s\n`,
+      );
+      const log = stack!.api.requests.all().slice(logStart);
+      const handlers = log.filter((r) => r.headers['user-agent'] === USER_AGENT);
+      const others = log.filter(
+        (r) => r.headers['user-agent'] !== USER_AGENT && r.headers['user-agent'] !== BENCH_AGENT,
+      );
+      const by: Record<string, number> = {};
+      for (const r of handlers) {
+        const k = verbAndResource(r.method, r.path, r.query);
+        by[k] = (by[k] ?? 0) + 1;
+      }
+      const per = (x: number) => Math.round((x / options.n) * 100) / 100;
+      const out1 = stack!.bridge.stats().eventsOut;
+      const byHandler = Object.fromEntries(
+        Object.entries(out1)
+          .map(([h, k]) => [h, per(k - ((out0 as Record<string, number>)[h] ?? 0))] as const)
+          .filter(([, v]) => v > 0),
+      );
+      const exec = handlers.filter((r) => r.path.endsWith('/exec')).length;
+      return {
+        seconds: Math.round((finished - t0) / 100) / 10,
+        perEip: percentiles(
+          names.filter((n) => seen.has(n)).map((n) => Math.round(seen.get(n)! - sentAt.get(n)!)),
+        ),
+        done: done(),
+        cpuMsPerEip: Math.round(((cpu.user + cpu.system) / 1000 / options.n) * 100) / 100,
+        kube: {
+          perEip: per(handlers.length - exec),
+          exec: per(exec),
+          byVerbAndResource: Object.fromEntries(
+            Object.entries(by)
+              .sort((a, b) => b[1] - a[1])
+              .map(([k, v]) => [k, per(v)]),
+          ),
+        },
+        kubeOthersPerEip: per(others.length),
+        dynamo: {
+          perEip: per([...dynamoOps.values()].reduce((a, b) => a + b, 0)),
+          byOperation: Object.fromEntries([...dynamoOps].map(([k, v]) => [k, per(v)])),
+          readUnits: per(units.read),
+          writeUnits: per(units.write),
+        },
+        invocations: {
+          perEip: Math.round(Object.values(byHandler).reduce((a, b) => a + b, 0) * 100) / 100,
+          byHandler,
+        },
+      };
+    };
+
+    const add = await phase(
+      'add',
+      async (name) => {
+        const i = Number(name.slice(6));
+        await create('/apis/kubeovn.io/v1/iptables-eips', {
+          apiVersion: 'kubeovn.io/v1',
+          kind: 'IptablesEIP',
+          metadata: { name },
+          spec: { natGwDp: `gw${(i % options.gateways) + 1}` },
+        });
+      },
+      watch.ready,
+    );
+    const byIp = new Map<string, number>();
+    for (const ip of watch.ips.values()) byIp.set(ip, (byIp.get(ip) ?? 0) + 1);
+    const duplicates = [...byIp.values()].filter((k) => k > 1).reduce((a, k) => a + k - 1, 0);
+    const notReady = options.n - add.done;
+
+    const update = options.update
+      ? await phase(
+          'update',
+          async (name) => {
+            await rest.request('PATCH', `/apis/kubeovn.io/v1/iptables-eips/${name}`, {
+              body: { spec: { qosPolicy: QOS } },
+              contentType: 'application/merge-patch+json',
+            });
+          },
+          watch.qos,
+        )
+      : undefined;
+
+    const del = await phase(
+      'delete',
+      async (name) => {
+        await rest.request('DELETE', `/apis/kubeovn.io/v1/iptables-eips/${name}`);
+      },
+      watch.gone,
+    );
+    return {
+      options,
+      add,
+      ...(update && { update }),
+      delete: del,
+      duplicates,
+      notReady,
+      deadLetters: stack.deadLetters().length,
+    };
+  } finally {
+    watch?.close();
+    await stack?.stop();
+    if (previousCache === undefined) delete process.env.EIP_READ_CACHE_MS;
+    else process.env.EIP_READ_CACHE_MS = previousCache;
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function render(r: E2eResult): string {
+  const p = (x: Phase, what: string) => [
+    `${what}: ${x.done}/${r.options.n} in ${x.seconds} s; per EIP p50 ${(x.perEip.p50 / 1000).toFixed(1)} s, p90 ${(x.perEip.p90 / 1000).toFixed(1)} s, p99 ${(x.perEip.p99 / 1000).toFixed(1)} s; CPU ${x.cpuMsPerEip} ms per EIP (whole process)`,
+    `  Kubernetes API requests per EIP by the handlers: ${x.kube.perEip} (+ ${x.kube.exec} exec); bridge and stand-ins: ${x.kubeOthersPerEip}`,
+    ...Object.entries(x.kube.byVerbAndResource).map(([k, v]) => `    ${k.padEnd(32)} ${v}`),
+    `  handler invocations per EIP: ${x.invocations.perEip} ${JSON.stringify(x.invocations.byHandler)}`,
+    `  DynamoDB requests per EIP: ${x.dynamo.perEip} (${x.dynamo.readUnits} RCU, ${x.dynamo.writeUnits} WCU)`,
+    ...Object.entries(x.dynamo.byOperation).map(([k, v]) => `    ${k.padEnd(32)} ${v}`),
+  ];
+  const goals = goalsOf(r);
+  return [
+    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, read cache ${r.options.cacheMs} ms; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
+    '',
+    ...p(r.add, 'add (until Ready)'),
+    '',
+    ...(r.update ? [...p(r.update, 'update (until status.qosPolicy)'), ''] : []),
+    ...p(r.delete, 'delete (until gone)'),
+    '',
+    `duplicates ${r.duplicates}, not Ready ${r.notReady}, dead letters ${r.deadLetters}`,
+    '',
+    ...goals.map((g) => `${g.met ? 'met    ' : 'NOT met'}  ${g.goal}: ${g.actual}`),
+  ].join('\n');
+}
+
+export function goalsOf(r: E2eResult): { goal: string; met: boolean; actual: string }[] {
+  return [
+    { goal: '0 duplicates', met: r.duplicates === 0, actual: String(r.duplicates) },
+    { goal: 'every EIP Ready', met: r.notReady === 0, actual: `${r.notReady} not Ready` },
+    ...(r.options.n >= 1000
+      ? [
+          { goal: '1,000 EIPs Ready in <= 20 s', met: r.add.seconds <= 20, actual: `${r.add.seconds} s` },
+          { goal: '... and deleted as fast', met: r.delete.seconds <= 20, actual: `${r.delete.seconds} s` },
+        ]
+      : []),
+    {
+      goal: '<= 6 Kubernetes API requests per add (exec apart)',
+      met: r.add.kube.perEip <= 6,
+      actual: String(r.add.kube.perEip),
+    },
+    {
+      goal: '<= 3 DynamoDB requests per add',
+      met: r.add.dynamo.perEip <= 3,
+      actual: String(r.add.dynamo.perEip),
+    },
+  ];
+}
+
+export const suite: Suite = {
+  description:
+    'N EIPs created and deleted at once on the local stack: time to Ready, requests per add, duplicates',
+  async run(args) {
+    if (args.includes('--help')) return { table: USAGE, json: undefined };
+    const options = parseArgs(args);
+    const result = await runE2e(options);
+    return {
+      table: render(result),
+      file: args.includes('--quick') ? 'e2e-quick.json' : `e2e-${options.n}-${options.gateways}gw.json`,
+      json: {
+        suite: 'e2e',
+        date: new Date().toISOString(),
+        node: process.version,
+        cpus: cpus().length,
+        loadAverageAtEnd: loadavg().map((x) => Math.round(x * 100) / 100),
+        ...result,
+        goals: goalsOf(result),
+      },
+    };
+  },
+};
