@@ -137,7 +137,7 @@ describe('npm run package', () => {
       expect(f.Properties.Role).toEqual({ 'Fn::Sub': `\${${C}Role.Arn}` });
       roles.add(f.Properties.Role['Fn::Sub']);
       expect(f.Properties.ReservedConcurrentExecutions).toBe(
-        fn === 'add' ? 7 : params.validate(EKS).concurrency![fn as 'gc'],
+        fn === 'add' ? 7 : (params.validate(EKS).concurrency as Record<string, number>)[fn],
       );
       expect(f.Properties.VpcConfig).toEqual({ SubnetIds: SUBNETS, SecurityGroupIds: [SG] });
       expect(f.Properties.Environment.Variables).toMatchObject({
@@ -233,6 +233,9 @@ describe('npm run package', () => {
       'GcRoleArn',
     ])
       expect(outputs).toContain(o);
+    // Every output is explained where an operator looks for it.
+    const docs = ['docs/configuration.md', 'docs/deploy-eks.md'].map((f) => readFileSync(join(root, f), 'utf8'));
+    for (const o of outputs) expect(docs.join('\n'), o).toContain(o);
   });
 
   it('send alarms to the topic given', () => {
