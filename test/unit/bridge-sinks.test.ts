@@ -387,6 +387,41 @@ describe('in-process sink', () => {
     expect(retrySchedule({ retries: 2, backoffMs: 10, maxBackoffMs: 100, retryForMs: 0 })).toEqual([10, 20]);
   });
 
+  it('close() waits for a handler in the middle of an exec, which finishes and gives its lease back', async () => {
+    const w = world();
+    w.eip('eip-1');
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let inExec!: () => void;
+    const execStarted = new Promise<void>((r) => (inExec = r));
+    const gateway = {
+      async run(...args: Parameters<typeof w.deps.gateway.run>) {
+        inExec();
+        await gate;
+        return w.deps.gateway.run(...args);
+      },
+    };
+    const outcomes: Outcome[] = [];
+    const sink = inProcessSink({
+      getDeps: async () => ({ ...w.deps, gateway }),
+      onOutcome: (_e, o) => outcomes.push(o),
+    });
+    const sent = sink.send(w.event('add', 'eip-1', 'added'));
+    await execStarted;
+    expect(w.leases.held.size).toBe(1); // the EIP's lease, held across the exec
+    let closed = false;
+    const closing = sink.close().then(() => {
+      closed = true;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(closed).toBe(false); // a drain does not cut a running handler off
+    release();
+    await closing;
+    await sent;
+    expect(outcomes.map((o) => o.status)).toEqual(['applied']);
+    expect(w.leases.held.size).toBe(0); // given back: a restarted stack does not wait for it to expire
+  });
+
   it('close() cuts retry waits short and refuses new events; a running handler finishes', async () => {
     const w = world();
     w.eip('eip-1');
