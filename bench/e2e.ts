@@ -22,6 +22,7 @@ import { request as httpRequest } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { demoObjects } from '../local/demo.js';
+import type { RequestRecord } from '../local/kube-api/index.js';
 import { type LocalStack, NAMESPACE, startLocalStack } from '../local/stack.js';
 import { kubeConfigFromFile } from '../shared/adapters/k8s/kubeconfig.js';
 import { endpointOfKubeConfig, KubeRest, USER_AGENT } from '../shared/adapters/k8s/rest.js';
@@ -248,7 +249,16 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       send: (name: string) => Promise<void>,
       seen: Map<string, number>,
     ): Promise<Phase> => {
-      const logStart = stack!.api.requests.all().length;
+      // The local API keeps its last 5,000 requests: collect them as the phase goes, not only at its end.
+      const seenRecords = new Set<object>(stack!.api.requests.all());
+      const log: RequestRecord[] = [];
+      const collect = () => {
+        for (const r of stack!.api.requests.all())
+          if (!seenRecords.has(r)) {
+            seenRecords.add(r);
+            log.push(r);
+          }
+      };
       dynamoOps.clear();
       units.read = 0;
       units.write = 0;
@@ -262,6 +272,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
         const now = performance.now();
         if (now - last < 250) return;
         last = now;
+        collect();
         progress(
           `e2e ${kind}: ${sentAt.size}/${options.n} sent, ${done()}/${options.n} ${{ add: 'Ready', update: 'updated', delete: 'gone' }[kind]}, ${((now - t0) / 1000).toFixed(1)} s`,
         );
@@ -279,11 +290,12 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       const finished = done() === options.n ? Math.max(...names.map((n) => seen.get(n)!)) : performance.now();
       const cpu = process.cpuUsage(cpu0);
       await stack!.idle();
+      collect();
       progress('');
       process.stderr.write(
         `e2e ${kind}: ${done()}/${options.n} in ${((finished - t0) / 1000).toFixed(1)} s\n`,
       );
-      const log = stack!.api.requests.all().slice(logStart);
+      collect();
       const handlers = log.filter((r) => r.headers['user-agent'] === USER_AGENT);
       const others = log.filter(
         (r) => r.headers['user-agent'] !== USER_AGENT && r.headers['user-agent'] !== BENCH_AGENT,

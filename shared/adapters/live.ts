@@ -13,7 +13,7 @@ import { jsonLogger } from '../observability/log.js';
 import { EmfMetrics, TallyMetrics } from '../observability/metrics.js';
 import type { Deps, Logger, Metrics } from '../ports.js';
 import { cachedEksToken } from './aws/eks-token.js';
-import { createDynamoIpam, createDynamoLeases } from './dynamo/index.js';
+import { createDynamoIpam, createDynamoLeases, DYNAMO_MAX_ATTEMPTS } from './dynamo/index.js';
 // Not ./k8s/index.js: it re-exports the kubeconfig loader, which would bring client-node into the bundles.
 import { createK8sCluster } from './k8s/cluster.js';
 import { createK8sGateway } from './k8s/gateway.js';
@@ -50,6 +50,9 @@ export function kubeConfigOf(config: Config): KubeSource {
 export function dynamoClientOf(config: Config): DynamoDBClient {
   return new DynamoDBClient({
     region: config.dynamo.region,
+    // The SDK's standard retry strategy is the only retry loop for DynamoDB requests (store.ts).
+    maxAttempts: DYNAMO_MAX_ATTEMPTS,
+    retryMode: 'standard',
     ...(config.dynamo.endpoint && { endpoint: config.dynamo.endpoint }),
     // Local endpoints (dynalite) accept any credentials; use placeholders so no credential chain is consulted.
     ...(config.dynamo.endpoint &&

@@ -1,13 +1,17 @@
 /**
  * How DynamoDB failures reach the rest of the product. A small HTTP proxy in front of dynalite answers some
- * requests itself with DynamoDB's own error responses (the seam is the wire, not the client), and the SDK client
- * is built with maxAttempts 1 so that every retry seen here is the adapter's.
+ * requests itself with DynamoDB's own error responses (the seam is the wire, not the client). Retries are the SDK
+ * client's own (standard mode, as shared/adapters/live.ts configures it); the adapter adds none and counts them.
  */
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDynamoIpam, createDynamoLeases } from '../../shared/adapters/dynamo/index.js';
+import {
+  createDynamoIpam,
+  createDynamoLeases,
+  DYNAMO_MAX_ATTEMPTS,
+} from '../../shared/adapters/dynamo/index.js';
 import { StoreUnavailableError } from '../../shared/domain/errors.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Pool } from '../../shared/ports.js';
@@ -77,18 +81,18 @@ async function setup() {
     endpoint: proxyUrl,
     region: 'local',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    maxAttempts: 1,
+    maxAttempts: DYNAMO_MAX_ATTEMPTS,
+    retryMode: 'standard',
   });
   const metrics = new TallyMetrics();
-  const retry = { baseDelayMs: 1, maxDelayMs: 2 };
   pending.length = 0;
   answered = 0;
   forwarded = 0;
   return {
     client,
     metrics,
-    ipam: createDynamoIpam({ client, tableName, metrics, retry }),
-    leases: createDynamoLeases({ client, tableName, metrics, retry }),
+    ipam: createDynamoIpam({ client, tableName, metrics }),
+    leases: createDynamoLeases({ client, tableName, metrics }),
   };
 }
 
@@ -113,7 +117,7 @@ describe('DynamoDB errors at the adapter', () => {
     expect(e).toBeInstanceOf(StoreUnavailableError);
     expect((e as StoreUnavailableError).retryable).toBe(true);
     expect((e as Error).message).toMatch(/ProvisionedThroughputExceededException/);
-    expect(answered).toBe(4); // the default policy: four attempts
+    expect(answered).toBe(DYNAMO_MAX_ATTEMPTS); // the client's attempts, no second loop on top
     expect(forwarded).toBe(0);
     client.destroy();
   });

@@ -12,12 +12,12 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Clock, Ipam, Leases, Logger, Metrics } from '../../ports.js';
 import { DynamoIpam, type GcOptions, type GcReport, type IpamTuning } from './ipam.js';
 import { DynamoLeases } from './leases.js';
-import { type RetryPolicy, Store } from './store.js';
+import { Store } from './store.js';
 
 export type { ClaimStats, GcOptions, GcReport, IpamTuning } from './ipam.js';
 export { DynamoIpam } from './ipam.js';
 export { DynamoLeases, MAX_LEASE_MS } from './leases.js';
-export type { RetryPolicy } from './store.js';
+export { DYNAMO_MAX_ATTEMPTS } from './store.js';
 
 const systemClock: Clock = { now: () => Date.now() };
 
@@ -40,8 +40,6 @@ export interface DynamoIpamOptions {
   log?: Logger;
   metrics?: Metrics;
   clock?: Clock;
-  /** Adapter-level retries of throttling and 5xx (on top of the SDK client's own). */
-  retry?: Partial<RetryPolicy>;
   tuning?: Partial<IpamTuning>;
 }
 
@@ -60,7 +58,6 @@ export function createDynamoLeases(options: {
   clock?: Clock;
   metrics?: Metrics;
   log?: Logger;
-  retry?: Partial<RetryPolicy>;
 }): Leases {
   return new DynamoLeases(new Store(options), options.clock ?? systemClock, options.metrics);
 }

@@ -4,8 +4,11 @@
  *
  * - `ConditionalCheckFailedException` is not an error here: `sendConditional` reports it as `{ ok: false }`
  *   and the caller turns it into the domain outcome (a conflict, a held lease, a no-op release);
- * - throttling, 5xx and network failures are retried with jittered exponential backoff (on top of the SDK's
- *   own retries), then surface as `StoreUnavailableError` (retryable: Lambda retries the event);
+ * - throttling, 5xx and network failures are retried by the SDK client's own retry strategy (configure it on the
+ *   client: `dynamoClientOf` in shared/adapters/live.ts sets DYNAMO_MAX_ATTEMPTS, standard mode — exponential
+ *   backoff with jitter and a retry quota), not by a second loop here; what is still failing then surfaces as
+ *   `StoreUnavailableError` (retryable: Lambda retries the event). Retries the SDK made are counted from the
+ *   response metadata (`IpamStoreRetries`);
  * - anything else (validation, missing table, access denied) is a deployment fault: it surfaces at once as
  *   `StoreUnavailableError` with the SDK error as `cause`, so it ends in the on-failure destination.
  */
@@ -46,25 +49,14 @@ const TRANSIENT_CODES = new Set([
   'UND_ERR_SOCKET',
 ]);
 
-export interface RetryPolicy {
-  /** Attempts per request, including the first (the SDK client may retry inside each). Default 4. */
-  maxAttempts: number;
-  /** First backoff; doubles per attempt, full jitter. Default 20 ms. */
-  baseDelayMs: number;
-  /** Cap of one backoff. Default 500 ms. */
-  maxDelayMs: number;
-}
-
-export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 4, baseDelayMs: 20, maxDelayMs: 500 };
+/** Attempts per request (the first and three retries) the product's DynamoDB client is configured with. */
+export const DYNAMO_MAX_ATTEMPTS = 4;
 
 export interface StoreOptions {
   client: DynamoDBClient;
   tableName: string;
   log?: Logger;
   metrics?: Metrics;
-  retry?: Partial<RetryPolicy>;
-  /** Seam for tests: how to wait between attempts. */
-  sleep?: (ms: number) => Promise<void>;
 }
 
 /** Any DynamoDB command object (PutItemCommand, QueryCommand, ...). */
@@ -89,8 +81,6 @@ export class Store {
   readonly tableName: string;
   private readonly log: Logger | undefined;
   private readonly metrics: Metrics | undefined;
-  private readonly retry: RetryPolicy;
-  private readonly sleep: (ms: number) => Promise<void>;
 
   constructor(options: StoreOptions) {
     if (!options.tableName || options.tableName.length < 3)
@@ -99,8 +89,6 @@ export class Store {
     this.tableName = options.tableName;
     this.log = options.log;
     this.metrics = options.metrics;
-    this.retry = { ...DEFAULT_RETRY, ...options.retry };
-    this.sleep = options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms)));
   }
 
   /** Sends a request; every failure becomes StoreUnavailableError (after retries for transient ones). */
@@ -120,32 +108,29 @@ export class Store {
 
   private async attempt<T>(command: AnyCommand, conditional: boolean): Promise<Conditional<T>> {
     const op = operationOf(command);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        // The SDK's overloads do not unify over command types; the caller names the output type.
-        const output = (await this.client.send(command as never)) as T;
-        return { ok: true, output };
-      } catch (e) {
-        if (conditional && (e instanceof ConditionalCheckFailedException || isNamed(e, CCF)))
-          return { ok: false, item: (e as ConditionalCheckFailedException).Item };
-        if (isTransient(e) && attempt < this.retry.maxAttempts) {
-          const cap = Math.min(this.retry.maxDelayMs, this.retry.baseDelayMs * 2 ** (attempt - 1));
-          const delay = Math.round(Math.random() * cap);
-          this.metrics?.count('IpamStoreRetries', 1, { op });
-          this.log?.debug('dynamodb request retried', { op, attempt, delayMs: delay, error: errorName(e) });
-          await this.sleep(delay);
-          continue;
-        }
-        const transient = isTransient(e);
-        this.log?.warn('dynamodb request failed', { op, attempts: attempt, error: errorName(e), transient });
-        throw new StoreUnavailableError(
-          transient
-            ? `DynamoDB ${op} on ${this.tableName} still failing after ${attempt} attempts: ${errorName(e)}`
-            : `DynamoDB ${op} on ${this.tableName} failed: ${errorName(e)}: ${(e as Error).message ?? e}`,
-          { cause: e },
-        );
-      }
+    try {
+      // The SDK's overloads do not unify over command types; the caller names the output type.
+      const output = (await this.client.send(command as never)) as T;
+      this.countRetries(op, (output as { $metadata?: { attempts?: number } }).$metadata?.attempts);
+      return { ok: true, output };
+    } catch (e) {
+      this.countRetries(op, (e as { $metadata?: { attempts?: number } }).$metadata?.attempts);
+      if (conditional && (e instanceof ConditionalCheckFailedException || isNamed(e, CCF)))
+        return { ok: false, item: (e as ConditionalCheckFailedException).Item };
+      const transient = isTransient(e);
+      const attempts = (e as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
+      this.log?.warn('dynamodb request failed', { op, attempts, error: errorName(e), transient });
+      throw new StoreUnavailableError(
+        transient
+          ? `DynamoDB ${op} on ${this.tableName} still failing after ${attempts} attempts: ${errorName(e)}`
+          : `DynamoDB ${op} on ${this.tableName} failed: ${errorName(e)}: ${(e as Error).message ?? e}`,
+        { cause: e },
+      );
     }
+  }
+
+  private countRetries(op: string, attempts: number | undefined): void {
+    if (attempts && attempts > 1) this.metrics?.count('IpamStoreRetries', attempts - 1, { op });
   }
 }
 
