@@ -55,6 +55,21 @@ describe('the recorded placement is the truth', () => {
     ]);
   });
 
+  it('falls back to the label for an allocation recorded before placements existed, and records it at the next update', async () => {
+    const w = world();
+    const eip = await ready(w, 'eip-a');
+    for (const [k, a] of w.ipam.allocations) w.ipam.allocations.set(k, { ...a, placement: undefined });
+    w.cluster.editEipSpec('eip-a', { natGwDp: 'gw2' }); // labels still say gw1
+    expect(await w.run('update', 'eip-a', 'spec-changed')).toMatchObject({
+      status: 'rejected',
+      code: 'UnsupportedChange',
+      message: "not support eip change natGwDp, old 'gw1', new 'gw2'",
+    });
+    expect(await w.ipam.findByOwner(eip.metadata.uid)).toMatchObject([
+      { address: '172.18.0.2', placement: { gateway: 'gw1', prefix: 24 } },
+    ]);
+  });
+
   it('refuses a natGwDp change even when the vpc-nat-gw-name label was removed, and deletes on the old gateway', async () => {
     const w = world();
     const eip = await ready(w, 'eip-a');
