@@ -174,11 +174,7 @@ describe('npm run package', () => {
         Resource: { 'Fn::Sub': '${IpamTable.Arn}/index/byOwner' },
       },
     ]);
-    expect(actionsOn(r.GcRole, 'dynamodb').sort()).toEqual([
-      'dynamodb:GetItem',
-      'dynamodb:Scan',
-      'dynamodb:UpdateItem',
-    ]);
+    expect(actionsOn(r.GcRole, 'dynamodb').sort()).toEqual(['dynamodb:Scan', 'dynamodb:UpdateItem']);
     // No wildcard resource in any function role.
     for (const C of Object.values(FUNCTIONS))
       expect(JSON.stringify(statements(r[`${C}Role`]))).not.toMatch(/"Resource":"\*"|index\/\*/);
