@@ -296,27 +296,29 @@ export function routeReleased(
   const { type, object: eip, old } = change;
   const self = nameOf(eip);
   if (!self) return [];
-  const list = [...eips];
-  if (type === 'DELETED') {
-    const subnet = externalSubnetOf(eip);
-    const policy = field(eip, 'spec', 'qosPolicy');
+  // Gone: deleted, or replaced by a new object under the same name while the watch was away.
+  const gone =
+    type === 'DELETED' ? eip : type === 'MODIFIED' && old && uidOf(old) !== uidOf(eip) ? old : undefined;
+  if (gone) {
+    const subnet = externalSubnetOf(gone);
+    const policy = field(gone, 'spec', 'qosPolicy');
     return fanOut(
-      eip,
+      gone,
       BLOCKER_REASONS.addressReleased,
       waitingWhere(
-        list,
+        eips,
         self,
         (e) => externalSubnetOf(e) === subnet || (policy !== '' && field(e, 'spec', 'qosPolicy') === policy),
       ),
     );
   }
-  if (type !== 'MODIFIED' || !old || uidOf(old) !== uidOf(eip)) return [];
+  if (type !== 'MODIFIED' || !old) return [];
   const before = field(old, 'spec', 'qosPolicy');
   if (before === '' || before === field(eip, 'spec', 'qosPolicy')) return [];
   return fanOut(
     eip,
     BLOCKER_REASONS.qosPolicyUnbound,
-    waitingWhere(list, self, (e) => field(e, 'spec', 'qosPolicy') === before),
+    waitingWhere(eips, self, (e) => field(e, 'spec', 'qosPolicy') === before),
   );
 }
 

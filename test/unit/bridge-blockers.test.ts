@@ -69,6 +69,17 @@ describe('re-routing blocked EIPs', () => {
     for (const e of events) expect(parseEipEvent(JSON.parse(JSON.stringify(e)))).toEqual(e);
   });
 
+  it('an EIP re-created under the same name while the watch was away released the old one’s address', () => {
+    const t = cluster();
+    const again = eip('ready-a', { natGwDp: 'gw1' });
+    again.metadata!.uid = 'uid-ready-a-2';
+    expect(names(t.observe('IptablesEIP', 'MODIFIED', again))).toEqual([
+      'delete/deleted ready-a',
+      'add/added ready-a',
+      `update/dependency-changed wait-default`,
+    ]);
+  });
+
   it('a policy switched away from is unbound: waiting EIPs naming it get an update', () => {
     const t = cluster();
     const before = t.get('IptablesEIP', 'ready-q')!;
