@@ -10,7 +10,7 @@
  * | `DYNAMODB_ENDPOINT` | DynamoDB endpoint (dynalite locally); `AWS_ENDPOINT_URL_DYNAMODB` works too | AWS |
  * | `EXEC_TIMEOUT_MS` | hard timeout of one nat-gateway.sh exec | `20000` |
  * | `EIP_READ_CACHE_MS` | how long a warm container reuses the nat-gw ConfigMaps, Subnets and VpcNatGateways it read (0: off; ADR 0028) | `5000` in Lambda, else `0` |
- * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` | `info` |
+ * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` (`AWS_LAMBDA_LOG_LEVEL`, set by the function's logging configuration, wins) | `info` |
  */
 import { type Level, levelFromEnv } from '../observability/log.js';
 
@@ -95,7 +95,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     dynamo: { tableName: tableName!, ...(endpoint && { endpoint }), region },
     execTimeoutMs,
     readCacheMs,
-    logLevel: levelFromEnv(env.LOG_LEVEL),
+    logLevel: levelFromEnv(env.LOG_LEVEL, env.AWS_LAMBDA_LOG_LEVEL),
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
   });
 }

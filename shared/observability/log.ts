@@ -1,6 +1,7 @@
 /**
  * Loggers behind the Logger port: one JSON object per line (what CloudWatch Logs Insights and people with `jq`
- * read), correlated by the fields a child logger carries (event id, EIP name, handler).
+ * read), correlated by the fields a child logger carries (event id, EIP name, handler, request id) and, in Lambda,
+ * the X-Ray trace id of the invocation. Kept over Powertools' Logger for its import cost: ADR 0029.
  */
 import type { Logger } from '../ports.js';
 
@@ -13,6 +14,8 @@ export interface JsonLoggerOptions {
   write?: (line: string) => void;
   fields?: Record<string, unknown>;
   now?: () => number;
+  /** Where the X-Ray trace header is read at each line (Lambda sets `_X_AMZN_TRACE_ID` per invocation). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export function jsonLogger(options: JsonLoggerOptions = {}): Logger {
@@ -20,9 +23,20 @@ export function jsonLogger(options: JsonLoggerOptions = {}): Logger {
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const now = options.now ?? Date.now;
   const base = options.fields ?? {};
+  const env = options.env ?? process.env;
   const emit = (level: Level, message: string, fields?: Record<string, unknown>): void => {
     if (ORDER[level] < min) return;
-    write(JSON.stringify({ time: new Date(now()).toISOString(), level, message, ...base, ...fields }));
+    const trace = traceIdOf(env._X_AMZN_TRACE_ID);
+    write(
+      JSON.stringify({
+        time: new Date(now()).toISOString(),
+        level,
+        message,
+        ...base,
+        ...(trace && { xrayTraceId: trace }),
+        ...fields,
+      }),
+    );
   };
   return {
     debug: (m, f) => emit('debug', m, f),
@@ -40,7 +54,18 @@ export function memoryLogger(level: Level = 'debug'): Logger & { lines: Record<s
   return Object.assign(logger, { lines });
 }
 
-export function levelFromEnv(value: string | undefined): Level {
-  const v = (value ?? 'info').toLowerCase();
+/** `Root=1-…;Parent=…;Sampled=1` → `1-…` (the id X-Ray and CloudWatch show). */
+export function traceIdOf(header: string | undefined): string | undefined {
+  return header ? /(?:^|;)Root=([^;]+)/.exec(header)?.[1] : undefined;
+}
+
+/**
+ * The level from LOG_LEVEL, or from AWS_LAMBDA_LOG_LEVEL when the function's logging configuration sets one (it
+ * wins: it is what the console shows). Lambda's TRACE counts as debug, FATAL as error.
+ */
+export function levelFromEnv(value: string | undefined, lambdaLevel?: string): Level {
+  const v = (lambdaLevel?.trim() || value || 'info').toLowerCase();
+  if (v === 'trace') return 'debug';
+  if (v === 'fatal') return 'error';
   return v === 'debug' || v === 'warn' || v === 'error' ? v : 'info';
 }

@@ -2,7 +2,8 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { jsonLogger } from '../../shared/observability/log.js';
+import { BRIDGE_METRIC_NAMES } from '../../shared/bridge/metrics.js';
+import { jsonLogger, levelFromEnv } from '../../shared/observability/log.js';
 import { EmfMetrics, METRIC_NAMES, METRICS_NAMESPACE } from '../../shared/observability/metrics.js';
 
 const root = join(import.meta.dirname, '../..');
@@ -21,7 +22,9 @@ describe('metrics', () => {
       for (const m of readFileSync(file, 'utf8').matchAll(/metrics\??\.(?:count|timing)\(\s*'([A-Za-z]+)'/g))
         emitted.add(m[1]!);
     }
-    expect([...emitted].sort()).toEqual(Object.keys(METRIC_NAMES).sort());
+    // The bridge's metrics have their own catalogue (shared/bridge/metrics.ts), checked in bridge-observability.
+    const handlers = [...emitted].filter((n) => !(n in BRIDGE_METRIC_NAMES));
+    expect(handlers.sort()).toEqual(Object.keys(METRIC_NAMES).sort());
   });
 
   it('the dashboard plots exactly the catalogue, in the namespace the code writes to', () => {
@@ -88,5 +91,26 @@ describe('logs', () => {
         status: 'applied',
       },
     ]);
+  });
+
+  it('carry the X-Ray trace id of the invocation, read at each line', () => {
+    const lines: string[] = [];
+    const env: NodeJS.ProcessEnv = {};
+    const log = jsonLogger({ write: (l) => lines.push(l), now: () => 0, env });
+    log.info('before');
+    env._X_AMZN_TRACE_ID = 'Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1';
+    log.child({ eip: 'a' }).info('during');
+    expect(lines.map((l) => JSON.parse(l).xrayTraceId)).toEqual([
+      undefined,
+      '1-5759e988-bd862e3fe1be46a994272793',
+    ]);
+  });
+
+  it("take their level from AWS_LAMBDA_LOG_LEVEL when the function's logging configuration sets one", () => {
+    expect(levelFromEnv('debug')).toBe('debug');
+    expect(levelFromEnv('debug', 'WARN')).toBe('warn');
+    expect(levelFromEnv(undefined, 'TRACE')).toBe('debug');
+    expect(levelFromEnv('info', 'FATAL')).toBe('error');
+    expect(levelFromEnv('nonsense')).toBe('info');
   });
 });
