@@ -18,8 +18,9 @@ const DIFFERENCES = 'docs/kube-ovn-differences.md';
 /**
  * What counts as citing a document outside the repository. The section sign is the tell for the design and
  * spec documents ("DESIGN §3", "spec §4.7", "§9.2"); the others name those documents or their era outright.
- * Defect codes ("D13") only count in prose: preceded by a space, "(" or "*" and followed by a closing bracket,
- * punctuation, "*" or a space, so a MAC (`00:00:00:D2:…`), hex (`0xD2`), base64 or an identifier never matches.
+ * Defect codes ("D13") only count in prose: preceded by a space, "(", "*", "/" or a dash and followed by a closing
+ * bracket, punctuation, "*", "/", a dash or a space, so a MAC (`00:00:00:D2:…`), hex (`0xD2`), base64 with "+" or an
+ * identifier never matches.
  */
 const CITATIONS: readonly { what: string; re: RegExp }[] = [
   { what: 'a section of an outside document', re: /§\s*\d/ },
@@ -34,7 +35,7 @@ const CITATIONS: readonly { what: string; re: RegExp }[] = [
     re: /kube-ovn-eip-spec|kube-api-emulator\.md|vpc_nat_gw_eip\.go\.txt/,
   },
   { what: 'the seed controller', re: /\bseed[- ]era\b|\bseed controller\b|\bseed:L\d/i },
-  { what: 'a defect code', re: /(^|[ (*])D\d{1,2}(?=[),:;.*' ]|$)/m },
+  { what: 'a defect code', re: /(^|[ (*/–-])D\d{1,2}(?=[),:;.*' /–-]|$)/m },
 ];
 
 interface Citation {
@@ -251,6 +252,8 @@ describe('the citation scanner', () => {
     ['defect codes in a list', `are permanent errors (${'D'}1, ${'D'}9, ${'D'}20)`],
     ['a defect code leading a comment', `  // ${'D'}25: an address from a foreign subnet`],
     ['a bold defect code', `defect **${'D'}6**`],
+    ['a range of defect codes', 'the deletion defects (D5–D8) are fixed'],
+    ['defect codes with a slash', 'see D5/D6 in the list'],
   ];
   it.each(planted)('catches %s', (_what, line) => {
     expect(citations(`first line\n${line}\nlast line`)).toEqual([expect.objectContaining({ line: 2 })]);
