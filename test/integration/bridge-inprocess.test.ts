@@ -2,8 +2,8 @@
  * The bridge with the in-process sink and the real handlers on the real adapters (the local Kubernetes API with
  * kube-ovn's stand-ins, dynalite): the rule that bounded retries are backed by re-sends when the world
  * changes. An add that keeps failing is parked as a dead letter; when the gateway's container restarts, the bridge
- * re-sends it and it succeeds; a later container restart wipes the gateway and the bridge's redo puts the address
- * back.
+ * queued again with backoff and succeeds once the fault clears; a later container restart wipes the gateway and the
+ * bridge's redo puts the address back; a drain lets a handler in the middle of an exec finish and release its lease.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,8 +23,10 @@ import { type Bridge, type InProcessSink, inProcessSink, startBridge } from '../
 import { loadConfig } from '../../shared/config/config.js';
 import type { Outcome } from '../../shared/core/outcome.js';
 import { GROUP, type IptablesEip, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
+import { leaseKey } from '../../shared/domain/lease.js';
 import type { EipEvent } from '../../shared/events.js';
 import { memoryLogger } from '../../shared/observability/log.js';
+import type { Deps } from '../../shared/ports.js';
 import { eventually } from '../support/eventually.js';
 
 const NS = 'kube-system';
@@ -36,6 +38,7 @@ describe('bridge with the in-process sink and the real handlers', () => {
   let kc: KubeConfig;
   let bridge: Bridge;
   let sink: InProcessSink;
+  let deps: Deps;
   const stops: (() => Promise<unknown>)[] = [];
   const handled: { event: EipEvent; outcome: Outcome }[] = [];
 
@@ -68,7 +71,7 @@ describe('bridge with the in-process sink and the real handlers', () => {
       TABLE_NAME: TABLE,
       DYNAMODB_ENDPOINT: dynamo.endpoint,
     });
-    const deps = buildDeps(config, { kubeConfig: kc, dynamo: client, log });
+    deps = buildDeps(config, { kubeConfig: kc, dynamo: client, log });
     sink = inProcessSink({
       getDeps: async () => deps,
       retries: 1,
@@ -182,5 +185,33 @@ describe('bridge with the in-process sink and the real handlers', () => {
       ),
     ).toBe(true);
     expect(sink.deadLetters()).toEqual([]);
+  });
+
+  // Last: it drains the suite's bridge.
+  it('a drain lets a handler in the middle of an exec finish and give its lease back', async () => {
+    const held = api.faults.holdExec({ command: 'eip-add' });
+    await kc.makeApiClient(CustomObjectsApi).createClusterCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: Plural.eip,
+      body: {
+        apiVersion: `${GROUP}/${VERSION}`,
+        kind: 'IptablesEIP',
+        metadata: { name: 'eip-drain' },
+        spec: { natGwDp: 'gw1' },
+      },
+    });
+    await eventually(() => expect(held.hits).toBe(1)); // the add is inside its exec, holding the EIP's lease
+    const draining = bridge.drain(20_000);
+    await new Promise((r) => setTimeout(r, 200));
+    await expect(deps.leases.acquire(leaseKey('eip-drain'), 'probe', Date.now() + 1_000)).rejects.toThrow(
+      /held/,
+    ); // still running: the drain does not cut it off
+    held.release();
+    await draining;
+    expect((await getEip('eip-drain')).status?.ready).toBe(true);
+    // given back: a restarted stack takes it at once instead of waiting for it to expire
+    const lease = await deps.leases.acquire(leaseKey('eip-drain'), 'probe', Date.now() + 1_000);
+    await deps.leases.release(lease);
   });
 });
