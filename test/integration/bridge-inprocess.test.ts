@@ -1,9 +1,9 @@
 /**
  * The bridge with the in-process sink and the real handlers on the real adapters (the local Kubernetes API with
- * kube-ovn's stand-ins, dynalite): the rule that bounded retries are backed by re-sends when the world
- * changes. An add that keeps failing is parked as a dead letter; when the gateway's container restarts, the bridge
- * queued again with backoff and succeeds once the fault clears; a later container restart wipes the gateway and the
- * bridge's redo puts the address back; a drain lets a handler in the middle of an exec finish and release its lease.
+ * kube-ovn's stand-ins, dynalite): bounded retries are backed by re-sends. An add that keeps failing is parked as a
+ * dead letter, queued again with backoff, and succeeds once the fault clears; a container restart wipes the gateway
+ * and the bridge's redo puts the address back; a drain lets a handler in the middle of an exec finish and release
+ * its lease.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
