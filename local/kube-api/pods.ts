@@ -6,6 +6,7 @@
  * on the host.
  */
 import { createHash } from 'node:crypto';
+import { net1Address } from '../../shared/domain/gateway-pod.js';
 import {
   type ExecOutcome,
   type ExternalSegment,
@@ -42,40 +43,16 @@ function isGatewayPod(pod: JsonObject): boolean {
 }
 
 /**
- * The gateway pod's own net1 address in CIDR form, from its multus/kube-ovn annotations:
- * `k8s.v1.cni.cncf.io/networks: kube-system/<net>` → `<net>.kube-system.kubernetes.io/ip_address` plus the
- * prefix length of `<net>.kube-system.kubernetes.io/cidr`.
+ * The gateway pod's own net1 address in CIDR form, from its multus/kube-ovn annotations, read by the product's own
+ * rule (shared/domain/gateway-pod.ts): the first attachment of `k8s.v1.cni.cncf.io/networks` (`<ns>/<net>`) →
+ * `<net>.<ns>.kubernetes.io/ip_address` plus the prefix length of `<net>.<ns>.kubernetes.io/cidr`.
  */
 export function net1Of(pod: JsonObject): string | undefined {
-  const ann = isObject(pod.metadata) && isObject(pod.metadata.annotations) ? pod.metadata.annotations : {};
-  const networks = ann['k8s.v1.cni.cncf.io/networks'];
-  if (typeof networks !== 'string' || networks.trim() === '') return undefined;
-  let first: string | undefined;
-  const trimmed = networks.trim();
-  if (trimmed.startsWith('[')) {
-    try {
-      const parsed = JSON.parse(trimmed) as unknown;
-      const el = Array.isArray(parsed) ? parsed[0] : undefined;
-      if (isObject(el) && typeof el.name === 'string') first = el.name;
-    } catch {
-      return undefined;
-    }
-  } else {
-    first = trimmed.split(',')[0]?.trim();
-  }
-  if (!first) return undefined;
-  // `<ns>/<network>`: kube-ovn keys the pod's address by the attachment's provider, `<network>.<ns>`.
-  const podNs =
-    isObject(pod.metadata) && typeof pod.metadata.namespace === 'string' ? pod.metadata.namespace : 'default';
-  const slash = first.indexOf('/');
-  const nadNs = slash >= 0 ? first.slice(0, slash) : podNs;
-  const network = (slash >= 0 ? first.slice(slash + 1) : first).split('@')[0] as string;
-  const ip = ann[`${network}.${nadNs}.kubernetes.io/ip_address`];
-  if (typeof ip !== 'string' || ip === '') return undefined;
-  const address = ip.split(',')[0] as string;
-  const cidr = ann[`${network}.${nadNs}.kubernetes.io/cidr`];
-  const prefix = typeof cidr === 'string' ? cidr.split(',')[0]?.split('/')[1] : undefined;
-  return prefix ? `${address}/${prefix}` : address;
+  const m = isObject(pod.metadata) ? pod.metadata : {};
+  const ann = isObject(m.annotations) ? m.annotations : {};
+  const strings: Record<string, string> = {};
+  for (const [k, v] of Object.entries(ann)) if (typeof v === 'string') strings[k] = v;
+  return net1Address(typeof m.namespace === 'string' ? m.namespace : 'default', strings);
 }
 
 /** The gateway pod's eth0 (LAN) address in CIDR form, from kube-ovn's `ovn.kubernetes.io/ip_address` and `/cidr`. */
