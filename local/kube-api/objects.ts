@@ -73,6 +73,8 @@ export interface WriteContext {
   dryRun: boolean;
   /** Collected `Warning` header texts. */
   warnings: string[];
+  /** Who writes (recorded in metadata.managedFields); internal writes have none. */
+  fieldManager?: string;
 }
 
 /** The API server's limit on the annotations of one object, keys and values together. */
@@ -330,6 +332,10 @@ export class Objects {
     if (def.generation) om.generation = 1;
     obj.apiVersion = apiVersionOf(def);
     obj.kind = def.kind;
+    if (ctx.fieldManager) {
+      const fields = changedFields({}, obj);
+      if (fields) om.managedFields = [managedEntry(ctx.fieldManager, apiVersionOf(def), this.now(), fields)];
+    }
     if (ctx.dryRun) return { code: 201, body: this.present(def, obj) };
     const stored = this.store.create(this.key(def), this.ordered(obj));
     const response = this.present(def, stored);
@@ -540,7 +546,21 @@ export class Objects {
       }
       return { code: 200, body: this.present(def, next) };
     }
-    if (deepEqual(next, existing)) return { code: 200, body: this.present(def, existing) };
+    // managedFields are the server's: never taken from the request, recomputed from what changed.
+    delete meta(next).managedFields;
+    const { managedFields: previousFields, ...existingMeta } = existing.metadata as JsonObject;
+    if (deepEqual(next, { ...existing, metadata: existingMeta }))
+      return { code: 200, body: this.present(def, existing) };
+    const managed = recordManagedFields(
+      previousFields,
+      ctx.fieldManager,
+      apiVersionOf(def),
+      this.now(),
+      subresource,
+      changedFields(existing, next),
+    );
+    if (managed) meta(next).managedFields = managed;
+    next = this.ordered(next);
     if (ctx.dryRun) return { code: 200, body: this.present(def, next) };
     const stored = this.store.update(this.key(def), next);
     this.hooksOf(def).afterUpdate?.(stored, existing);
@@ -650,4 +670,85 @@ export class Objects {
   describe(def: ResourceDef): string {
     return qualifiedResource(def);
   }
+}
+
+// ---------------------------------------------------------------- managedFields
+
+const TRACKED_META = new Set(['labels', 'annotations', 'finalizers', 'ownerReferences']);
+
+/**
+ * The fields a write changed, in the FieldsV1 form (`{"f:status": {"f:ready": {}}}`): spec, status and any other
+ * top-level field, and the labels, annotations, finalizers and ownerReferences of metadata, three levels deep.
+ */
+function changedFields(before: JsonObject, after: JsonObject): JsonObject | undefined {
+  const diff = (a: JsonValue | undefined, b: JsonValue | undefined, depth: number): JsonObject => {
+    if (depth === 0 || !isObject(a ?? {}) || !isObject(b ?? {}) || a === null || b === null) return {};
+    const out: JsonObject = {};
+    const ao = (a ?? {}) as JsonObject;
+    const bo = (b ?? {}) as JsonObject;
+    for (const k of new Set([...Object.keys(ao), ...Object.keys(bo)])) {
+      if (k in bo && !deepEqual(ao[k], bo[k])) out[`f:${k}`] = diff(ao[k], bo[k], depth - 1);
+    }
+    return out;
+  };
+  const out: JsonObject = {};
+  for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    if (k === 'apiVersion' || k === 'kind') continue;
+    if (k === 'metadata') {
+      const bm = (before.metadata ?? {}) as JsonObject;
+      const am = (after.metadata ?? {}) as JsonObject;
+      const m: JsonObject = {};
+      for (const mk of TRACKED_META)
+        if (mk in am && !deepEqual(bm[mk], am[mk])) m[`f:${mk}`] = diff(bm[mk], am[mk], 2);
+      if (Object.keys(m).length > 0) out['f:metadata'] = m;
+      continue;
+    }
+    if (k in after && !deepEqual(before[k], after[k])) out[`f:${k}`] = diff(before[k], after[k], 3);
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+function mergeFields(a: JsonObject, b: JsonObject): JsonObject {
+  const out: JsonObject = { ...a };
+  for (const [k, v] of Object.entries(b))
+    out[k] = isObject(out[k]) && isObject(v) ? mergeFields(out[k] as JsonObject, v) : v;
+  return out;
+}
+
+function managedEntry(
+  manager: string,
+  apiVersion: string,
+  time: string,
+  fieldsV1: JsonObject,
+  subresource?: string,
+): JsonObject {
+  return {
+    manager,
+    operation: 'Update',
+    apiVersion,
+    time,
+    fieldsType: 'FieldsV1',
+    fieldsV1,
+    ...(subresource ? { subresource } : {}),
+  };
+}
+
+/**
+ * The managedFields after a write by `manager` (one entry per manager and subresource; its fields are the union of
+ * what it has written). Simplified: fields another manager wrote before stay in its entry too.
+ */
+function recordManagedFields(
+  previous: JsonValue | undefined,
+  manager: string | undefined,
+  apiVersion: string,
+  time: string,
+  subresource: string | undefined,
+  fields: JsonObject | undefined,
+): JsonObject[] | undefined {
+  const list = (Array.isArray(previous) ? previous : []).filter(isObject) as JsonObject[];
+  if (!manager || !fields) return list.length > 0 ? list : undefined;
+  const i = list.findIndex((e) => e.manager === manager && (e.subresource ?? '') === (subresource ?? ''));
+  const old = i >= 0 && isObject(list[i]?.fieldsV1) ? (list[i]?.fieldsV1 as JsonObject) : {};
+  const entry = managedEntry(manager, apiVersion, time, mergeFields(old, fields), subresource);
+  return i >= 0 ? list.map((e, j) => (j === i ? entry : e)) : [...list, entry];
 }

@@ -384,7 +384,7 @@ export class ApiServer {
       url.searchParams,
       accept,
       String(req.headers['content-type'] ?? ''),
-      { text: body, raw },
+      { text: body, raw, userAgent: String(req.headers['user-agent'] ?? '') },
       res,
     );
   }
@@ -445,10 +445,12 @@ export class ApiServer {
     }
   }
 
-  private writeContext(query: URLSearchParams): WriteContext {
+  private writeContext(query: URLSearchParams, userAgent: string): WriteContext {
     const fv = query.get('fieldValidation');
     const fieldValidation: FieldValidation = fv === 'Strict' || fv === 'Ignore' ? fv : 'Warn';
-    return { fieldValidation, dryRun: query.getAll('dryRun').includes('All'), warnings: [] };
+    // As the API server: the fieldManager parameter, else the User-Agent up to its first '/'.
+    const fieldManager = query.get('fieldManager') || userAgent.split('/')[0] || 'unknown';
+    return { fieldValidation, dryRun: query.getAll('dryRun').includes('All'), warnings: [], fieldManager };
   }
 
   private filter(r: ResourceRoute, query: URLSearchParams): Filter {
@@ -466,7 +468,7 @@ export class ApiServer {
     query: URLSearchParams,
     accept: string,
     contentType: string,
-    payload: { text: string; raw: Buffer },
+    payload: { text: string; raw: Buffer; userAgent: string },
     res: ServerResponse,
   ): Promise<void> {
     const { objects } = this.d;
@@ -539,17 +541,17 @@ export class ApiServer {
         return;
       }
       case 'create': {
-        const ctx = this.writeContext(query);
+        const ctx = this.writeContext(query, payload.userAgent);
         const out = objects.create(r.def, r.namespace, decode(), ctx);
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'update': {
-        const ctx = this.writeContext(query);
+        const ctx = this.writeContext(query, payload.userAgent);
         const out = objects.replace(r.def, r.namespace, r.name as string, r.subresource, decode(), ctx);
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'patch': {
-        const ctx = this.writeContext(query);
+        const ctx = this.writeContext(query, payload.userAgent);
         const out = objects.patch(
           r.def,
           r.namespace,

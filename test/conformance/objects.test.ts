@@ -804,6 +804,55 @@ kubectlSuite('objects', () => {
     });
   });
 
+  describe('managedFields', () => {
+    it('records who wrote which fields: the fieldManager parameter, else the User-Agent prefix; a no-op write records nothing', async () => {
+      type Entry = {
+        manager: string;
+        operation: string;
+        subresource?: string;
+        fieldsV1: Record<string, unknown>;
+      };
+      const entries = async () =>
+        ((await get('mf-1')) as unknown as { metadata: { managedFields?: Entry[] } }).metadata
+          .managedFields ?? [];
+      const k = await env.kWith({ stdin: manifest(eip('mf-1')) }, 'create', '-f', '-');
+      expect(k.code, k.stderr).toBe(0);
+      expect((await entries()).map((e) => [e.manager, e.operation])).toEqual([['kubectl-create', 'Update']]);
+      const status = { status: { ready: true, ip: '172.18.0.9' } };
+      await env.co.patchClusterCustomObjectStatus(
+        { ...EIP, name: 'mf-1', body: status, fieldManager: 'kube-ovn-controller' },
+        merge,
+      );
+      const rv = (await get('mf-1')).metadata.resourceVersion;
+      // The same status again changes nothing, so no new write and no new entry.
+      await env.co.patchClusterCustomObjectStatus(
+        { ...EIP, name: 'mf-1', body: status, fieldManager: 'someone-else' },
+        merge,
+      );
+      expect((await get('mf-1')).metadata.resourceVersion).toBe(rv);
+      await env.co.patchClusterCustomObject(
+        {
+          ...EIP,
+          name: 'mf-1',
+          body: { metadata: { finalizers: ['kubeovn.io/kube-ovn-controller'] } },
+          fieldManager: 'kube-ovn-controller',
+        },
+        merge,
+      );
+      const all = await entries();
+      expect(all.map((e) => [e.manager, e.subresource ?? ''])).toEqual([
+        ['kubectl-create', ''],
+        ['kube-ovn-controller', 'status'],
+        ['kube-ovn-controller', ''],
+      ]);
+      expect(all[1]?.fieldsV1).toEqual({ 'f:status': { 'f:ready': {}, 'f:ip': {} } });
+      expect(all[2]?.fieldsV1).toEqual({ 'f:metadata': { 'f:finalizers': {} } });
+      // kubectl leaves them out of its output unless asked.
+      const yaml = await env.k('get', 'eip', 'mf-1', '-o', 'yaml');
+      expect(yaml.stdout).not.toContain('managedFields');
+    });
+  });
+
   describe('size limits', () => {
     it('refuses annotations over 256 KiB in total with the API server message, for both clients', async () => {
       const big = (n: number) => ({ a: 'x'.repeat(n), b: 'y'.repeat(n) });
@@ -871,7 +920,9 @@ kubectlSuite('objects', () => {
         undefined,
       ]);
       const k = await env.kWith({ stdin: manifest(huge) }, 'create', '-f', '-');
-      expect(k.stderr.trim()).toBe('Error from server: error when creating "STDIN": etcdserver: request is too large');
+      expect(k.stderr.trim()).toBe(
+        'Error from server: error when creating "STDIN": etcdserver: request is too large',
+      );
       expect((await apiError(get('size-etcd'))).code).toBe(404);
     });
   });
