@@ -78,7 +78,13 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
   return {
     cluster: createK8sCluster({ kubeConfig, namespace: config.namespace, cacheTtlMs: config.readCacheMs }),
     gateway: createK8sGateway({ kubeConfig, timeoutMs: config.execTimeoutMs }),
-    ipam: createDynamoIpam({ client, tableName: config.dynamo.tableName, log, metrics }),
+    ipam: createDynamoIpam({
+      client,
+      tableName: config.dynamo.tableName,
+      log,
+      metrics,
+      tuning: { repeatCacheMs: config.readCacheMs },
+    }),
     leases: createDynamoLeases({ client, tableName: config.dynamo.tableName, clock }),
     clock,
     log,
