@@ -18,6 +18,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { allocatableRanges, formatAddress, parseAddress, poolsOf } from '../../shared/domain/addressing.js';
+import { gatewayApp } from '../../shared/domain/gateway-pod.js';
 import {
   Annotation,
   DEFAULT_EXTERNAL_SUBNET,
@@ -202,7 +203,7 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
       .digest('hex')
       .slice(0, 10);
     const revisionValue =
-      `vpc-nat-gw-${name}-${revision}`.length <= 63 ? `vpc-nat-gw-${name}-${revision}` : revision;
+      `${gatewayApp(name)}-${revision}`.length <= 63 ? `${gatewayApp(name)}-${revision}` : revision;
     if (!parseAddress(gw.spec.lanIp))
       throw new Waiting(`vpc nat gateway ${name}: spec.lanIp ${gw.spec.lanIp} is not an address`);
     const pod: V1Pod = {
@@ -212,7 +213,7 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
         name: podName,
         namespace: ns,
         labels: {
-          [Label.app]: `vpc-nat-gw-${name}`,
+          [Label.app]: gatewayApp(name),
           [Label.vpcNatGw]: 'true',
           [REVISION_LABEL]: revisionValue,
           [POD_NAME_LABEL]: podName,
