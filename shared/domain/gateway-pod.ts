@@ -20,6 +20,12 @@ export function gatewayApp(gw: string): string {
   return `vpc-nat-gw-${gw}`;
 }
 
+/** The gateway a pod belongs to, from its `app` label (the inverse of gatewayApp); undefined for other pods. */
+export function gatewayOfApp(app: string | undefined): string | undefined {
+  const prefix = gatewayApp('');
+  return app?.startsWith(prefix) && app.length > prefix.length ? app.slice(prefix.length) : undefined;
+}
+
 /** The label selector that finds gateway `gw`'s pod. */
 export function gatewayPodSelector(gw: string): string {
   return `app=${gatewayApp(gw)},${GATEWAY_LABEL}=true`;

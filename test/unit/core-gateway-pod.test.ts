@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   gatewayApp,
+  gatewayOfApp,
   gatewayPodName,
   gatewayPodSelector,
   isPodOwner,
@@ -16,6 +17,9 @@ describe('gateway pod identity', () => {
     expect(gatewayApp('gw1')).toBe('vpc-nat-gw-gw1');
     expect(gatewayPodName('gw1')).toBe('vpc-nat-gw-gw1-0');
     expect(gatewayPodSelector('gw1')).toBe('app=vpc-nat-gw-gw1,ovn.kubernetes.io/vpc-nat-gw=true');
+    expect(gatewayOfApp(gatewayApp('gw-a.b'))).toBe('gw-a.b');
+    expect(gatewayOfApp('vpc-nat-gw-')).toBeUndefined();
+    expect(gatewayOfApp('nginx')).toBeUndefined();
   });
 
   it('marks a gateway pod reservation in IPAM apart from an EIP uid', () => {
