@@ -90,6 +90,21 @@ describe('deploy parameters (infra/params.cjs)', () => {
   });
 });
 
+describe('docs/configuration.md', () => {
+  it('lists every environment variable the handlers and the bridge document in their configuration code', () => {
+    const doc = readFileSync(join(root, 'docs/configuration.md'), 'utf8');
+    for (const file of ['shared/config/config.ts', 'shared/bridge/config.ts']) {
+      const table = readFileSync(join(root, file), 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith(' * | `'));
+      expect(table.length, file).toBeGreaterThan(5);
+      for (const line of table)
+        for (const [, v] of line.split('|')[1]!.matchAll(/`([A-Z][A-Z0-9_]+)`/g))
+          expect(doc, `${file}: ${v}`).toContain(`\`${v}\``);
+    }
+  });
+});
+
 describe('npm run package', () => {
   let out: string;
   let template: Json;
