@@ -23,8 +23,10 @@ export interface ForeignWrite {
   manager: string;
   /** What it owns that only a controller writes. */
   fields: ('status' | 'finalizers')[];
-  /** When it last wrote (the entry's time), to count each write once. */
+  /** When it last wrote (the entry's time, one-second resolution), to count each write once. */
   time: string;
+  /** The subresource written (`status`), if any: the API server keeps one entry per manager and subresource. */
+  subresource?: string;
 }
 
 function entriesOf(o: KubeObject): ManagedFieldsEntry[] {
@@ -43,7 +45,13 @@ export function foreignWrites(eip: KubeObject, own: readonly string[] = OWN_FIEL
     if (e.subresource === 'status' || 'f:status' in f) fields.push('status');
     const meta = f['f:metadata'];
     if (meta && typeof meta === 'object' && 'f:finalizers' in meta) fields.push('finalizers');
-    if (fields.length > 0) out.push({ manager: manager || '(unnamed)', fields, time: e.time ?? '' });
+    if (fields.length > 0)
+      out.push({
+        manager: manager || '(unnamed)',
+        fields,
+        time: e.time ?? '',
+        ...(typeof e.subresource === 'string' && e.subresource !== '' && { subresource: e.subresource }),
+      });
   }
   return out;
 }
@@ -64,8 +72,9 @@ export class ForeignWriterWatch {
     }
     const fresh: ForeignWrite[] = [];
     for (const w of writes) {
-      if (byManager.get(w.manager) === w.time) continue;
-      byManager.set(w.manager, w.time);
+      const entry = `${w.manager}|${w.subresource ?? ''}`;
+      if (byManager.get(entry) === w.time) continue;
+      byManager.set(entry, w.time);
       fresh.push(w);
     }
     return fresh;

@@ -59,7 +59,12 @@ describe('foreign writers', () => {
       },
     ]);
     expect(foreignWrites(eip)).toEqual([
-      { manager: 'kube-ovn-controller', fields: ['status'], time: '2026-11-30T10:00:00Z' },
+      {
+        manager: 'kube-ovn-controller',
+        fields: ['status'],
+        time: '2026-11-30T10:00:00Z',
+        subresource: 'status',
+      },
       { manager: 'kube-ovn-controller', fields: ['finalizers'], time: '2026-11-30T10:00:00Z' },
     ]);
   });
