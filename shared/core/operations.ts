@@ -745,7 +745,14 @@ async function reset(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const name = eip0.metadata.name;
   const ip = eip0.status?.ip;
   let eip: IptablesEip | undefined = eip0;
-  if (ip && hasOurFinalizer(eip0)) {
+  const l = eip0.metadata.labels ?? {};
+  const labelled =
+    l[Label.eipV4Ip] === ip &&
+    !!l[Label.subnet] &&
+    !!l[Label.natGwName] &&
+    (l[Label.qos] ?? '') === (eip0.status?.qosPolicy ?? '');
+  // Labels all present and consistent: nothing to look up (an edited value is put right by the next update).
+  if (ip && hasOurFinalizer(eip0) && !labelled) {
     const alloc = (await run.deps.ipam.findByOwner(eip0.metadata.uid)).find(
       (a) => a.family === 4 && a.address === ip,
     );
