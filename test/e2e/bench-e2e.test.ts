@@ -1,0 +1,22 @@
+/**
+ * The quick end-to-end benchmark as a test (bench/e2e.ts): 40 EIPs created at once through the Kubernetes API on
+ * the local stack, then deleted. It fails on what must never happen — two EIPs with one address, an EIP that never
+ * becomes Ready, one that is never gone, an event given up — and on nothing about time (numbers come from
+ * `npm run bench -- e2e`, not from tests).
+ */
+import { describe, expect, it } from 'vitest';
+import { runE2e } from '../../bench/e2e.js';
+
+describe('npm run bench -- e2e --quick', () => {
+  it('makes 40 EIPs created at once Ready with distinct addresses, and deletes them all', async () => {
+    const r = await runE2e({ n: 40, gateways: 2, concurrency: 40, cacheMs: 5000, timeoutMs: 240_000 });
+    expect(r.duplicates).toBe(0);
+    expect(r.notReady).toBe(0);
+    expect(r.add.done).toBe(40);
+    expect(r.delete.done).toBe(40);
+    expect(r.deadLetters).toBe(0);
+    // The counts the benchmark reports come from the request log and the DynamoDB client: they saw the run.
+    expect(r.add.kube.exec).toBeGreaterThanOrEqual(1);
+    expect(r.add.dynamo.perEip).toBeGreaterThan(0);
+  }, 300_000);
+});
