@@ -15,6 +15,7 @@ import { loadConfig } from '../shared/config/config.js';
 import { jsonLogger, type Level } from '../shared/observability/log.js';
 import type { Logger } from '../shared/ports.js';
 import { startStandIns } from './controllers/index.js';
+import { type KubeOvnEipMode, startKubeOvnEipModel } from './controllers/kube-ovn-eip.js';
 import { demoObjects } from './demo.js';
 import { startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
@@ -47,6 +48,11 @@ export interface LocalStackOptions {
   logLevel?: Level;
   /** Structured logs (handlers, bridge); default: JSON lines on stderr. */
   log?: Logger;
+  /**
+   * Run a model of kube-ovn's own IptablesEIP controller beside the product (local/controllers/kube-ovn-eip.ts):
+   * 'workers-on' as kube-ovn ships, 'workers-off' as the documented coexistence mode. Default: none.
+   */
+  kubeOvnEipController?: KubeOvnEipMode;
   /** Human progress lines; default: stdout. */
   say?: (line: string) => void;
 }
@@ -116,6 +122,18 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       featureSwitch: true,
     });
     stops.push(() => standIns.stop());
+    if (options.kubeOvnEipController) {
+      const model = await startKubeOvnEipModel({
+        kubeConfig,
+        namespace: NAMESPACE,
+        mode: options.kubeOvnEipController,
+        log: (l) => log.info(l),
+      });
+      stops.push(() => model.stop());
+      say(
+        `kube-ovn: a MODEL of kube-ovn 1.12's IptablesEIP controller runs beside the product, ${options.kubeOvnEipController === 'workers-on' ? 'with its EIP workers on (it allocates and configures EIPs too: expect conflicts)' : 'with its EIP workers off (the coexistence mode: only gateway re-initialisation redo)'}`,
+      );
+    }
 
     const config = loadConfig({
       KUBECONFIG: kubeconfig,

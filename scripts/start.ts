@@ -18,6 +18,13 @@ options:
   --kubeconfig FILE   where to write the kubeconfig (default: .local/kubeconfig)
   --data-dir DIR      keep Kubernetes objects and allocations in DIR across restarts (default: in memory)
   --no-demo           start empty (no ConfigMaps, subnet, gateway, QoS policy or EIP)
+  --with-kube-ovn-eip-controller
+                      also run a MODEL of kube-ovn 1.12's own IptablesEIP controller (its own IPAM, eip-add,
+                      status and finalizer writes as field manager kube-ovn-controller), to see the conflict
+                      with an unmodified kube-ovn and the product's detection of it
+  --with-kube-ovn-eip-workers-off
+                      the same model in the coexistence mode (kube-ovn-controller with its EIP workers off):
+                      only its gateway re-initialisation (status.ready=false and a new status.redo)
   --log-level LEVEL   debug, info, warn or error for the JSON logs on stderr (default: warn)
   -h, --help          show this help`;
 
@@ -37,6 +44,8 @@ async function main(): Promise<void> {
         kubeconfig: { type: 'string' },
         'data-dir': { type: 'string' },
         'no-demo': { type: 'boolean' },
+        'with-kube-ovn-eip-controller': { type: 'boolean' },
+        'with-kube-ovn-eip-workers-off': { type: 'boolean' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -51,6 +60,13 @@ async function main(): Promise<void> {
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     fail(`--port must be a port number, got "${values.port}"`);
+  if (values['with-kube-ovn-eip-controller'] && values['with-kube-ovn-eip-workers-off'])
+    fail('--with-kube-ovn-eip-controller and --with-kube-ovn-eip-workers-off exclude each other');
+  const kubeOvnEipController = values['with-kube-ovn-eip-controller']
+    ? ('workers-on' as const)
+    : values['with-kube-ovn-eip-workers-off']
+      ? ('workers-off' as const)
+      : undefined;
   const level = levelFromEnv(typeof values['log-level'] === 'string' ? values['log-level'] : 'warn');
 
   const stack = await startLocalStack({
@@ -58,6 +74,7 @@ async function main(): Promise<void> {
     kubeconfig: typeof values.kubeconfig === 'string' ? values.kubeconfig : '.local/kubeconfig',
     ...(typeof values['data-dir'] === 'string' && { dataDir: values['data-dir'] }),
     demo: !values['no-demo'],
+    ...(kubeOvnEipController && { kubeOvnEipController }),
     logLevel: level,
     healthPort: 0,
   });

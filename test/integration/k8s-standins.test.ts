@@ -284,3 +284,122 @@ describe("gateway stand-in with kube-ovn's feature switch (the local stack's set
     expect(sim.net1Addresses()).not.toContain('172.18.0.20/16');
   });
 });
+
+describe("model of kube-ovn's own IptablesEIP controller", () => {
+  let mw: World;
+  let ms: StandIns;
+  let model: { stop(): Promise<void> } | undefined;
+  const lines: string[] = [];
+  type Eip = {
+    metadata: {
+      finalizers?: string[];
+      labels?: Record<string, string>;
+      managedFields?: { manager: string; subresource?: string }[];
+    };
+    spec: { v4ip?: string; macAddress?: string };
+    status?: { ready?: boolean; ip?: string; redo?: string };
+  };
+  const getEip = async (name: string): Promise<Eip | undefined> => {
+    try {
+      return (await mw.custom.getClusterCustomObject({ ...g, plural: Plural.eip, name })) as Eip;
+    } catch (e) {
+      if ((e as { code?: number }).code === 404) return undefined;
+      throw e;
+    }
+  };
+
+  beforeAll(async () => {
+    mw = await startWorld();
+    ms = await startStandIns({ kubeConfig: mw.kc, log: (l) => lines.push(l), featureSwitch: true });
+    await createSubnets(mw);
+    for (const [name, data] of [
+      ['ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'true' }],
+      ['ovn-vpc-nat-config', { image: 'docker.io/kubeovn/vpc-nat-gateway:v1.12.4' }],
+    ] as const)
+      await mw.core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name }, data } });
+    await createGateway(mw, 'gw1');
+    const sim = await eventually(() => mw.api.gateways.get(NS, 'vpc-nat-gw-gw1-0'));
+    await eventually(() => sim.initialised);
+  });
+
+  afterAll(async () => {
+    await model?.stop();
+    await ms?.stop();
+    await mw?.close();
+  });
+
+  it('with its workers on: allocates the lowest free address, runs eip-add, and writes spec, status, labels and finalizer as kube-ovn-controller', async () => {
+    const { startKubeOvnEipModel } = await import('../../local/controllers/kube-ovn-eip.js');
+    model = await startKubeOvnEipModel({
+      kubeConfig: mw.kc,
+      namespace: NS,
+      mode: 'workers-on',
+      log: (l) => lines.push(l),
+    });
+    await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-1', { natGwDp: 'gw1' });
+    const e = await eventually(async () => {
+      const x = await getEip('ko-1');
+      return x?.status?.ready && x.metadata.finalizers?.length ? x : undefined;
+    });
+    expect(e.status?.ip).toBe('172.18.0.2');
+    expect(e.spec.v4ip).toBe('172.18.0.2');
+    expect(e.spec.macAddress).toMatch(/^00:00:00(:[0-9a-f]{2}){3}$/);
+    expect(e.metadata.finalizers).toEqual(['kubeovn.io/kube-ovn-controller']);
+    expect(e.metadata.labels).toMatchObject({
+      'ovn.kubernetes.io/subnet': EXTERNAL,
+      'ovn.kubernetes.io/vpc-nat-gw-name': 'gw1',
+      'ovn.kubernetes.io/eip_v4_ip': '172.18.0.2',
+    });
+    const writers = e.metadata.managedFields?.map((m) => `${m.manager}/${m.subresource ?? ''}`) ?? [];
+    expect(writers).toEqual(expect.arrayContaining(['kube-ovn-controller/', 'kube-ovn-controller/status']));
+    const sim = mw.api.gateways.get(NS, 'vpc-nat-gw-gw1-0');
+    expect(sim?.net1Addresses()).toContain('172.18.0.2/16');
+
+    await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-2', { natGwDp: 'gw1' });
+    const second = await eventually(async () => {
+      const x = await getEip('ko-2');
+      return x?.status?.ready ? x : undefined;
+    });
+    expect(second.status?.ip).toBe('172.18.0.3');
+
+    await mw.custom.deleteClusterCustomObject({ ...g, plural: Plural.eip, name: 'ko-1' });
+    await eventually(async () => (await getEip('ko-1')) === undefined);
+    expect(sim?.net1Addresses()).not.toContain('172.18.0.2/16');
+    // The address is free again in the model's IPAM.
+    await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-3', { natGwDp: 'gw1' });
+    const third = await eventually(async () => {
+      const x = await getEip('ko-3');
+      return x?.status?.ready ? x : undefined;
+    });
+    expect(third.status?.ip).toBe('172.18.0.2');
+    await model.stop();
+    model = undefined;
+  });
+
+  it('with its workers off: touches no EIP until a gateway pod is re-created, then requests a redo as kube-ovn-controller', async () => {
+    const { startKubeOvnEipModel, redoToken } = await import('../../local/controllers/kube-ovn-eip.js');
+    model = await startKubeOvnEipModel({
+      kubeConfig: mw.kc,
+      namespace: NS,
+      mode: 'workers-off',
+      log: (l) => lines.push(l),
+    });
+    await createCustom(mw, Plural.eip, 'IptablesEIP', 'off-1', { natGwDp: 'gw1' });
+    await eventually(() => lines.some((l) => l.includes('kube-ovn eip model (workers-off): started')));
+    expect((await getEip('off-1'))?.status).toBeUndefined();
+    const before = await eventually(() => gatewayPod(mw, 'gw1'));
+    await mw.core.deleteNamespacedPod({ namespace: NS, name: 'vpc-nat-gw-gw1-0' });
+    const after = await eventually(async () => {
+      const p = await gatewayPod(mw, 'gw1');
+      return p && p.metadata?.uid !== before.metadata?.uid && p.status?.phase === 'Running' ? p : undefined;
+    });
+    const token = redoToken(after.metadata?.creationTimestamp);
+    const e = await eventually(async () => {
+      const x = await getEip('off-1');
+      return x?.status?.redo === token ? x : undefined;
+    });
+    expect(e.status?.ready).toBe(false);
+    expect(e.metadata.finalizers ?? []).toEqual([]);
+    expect(e.status?.ip).toBeUndefined();
+  });
+});
