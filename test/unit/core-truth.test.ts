@@ -90,6 +90,33 @@ describe('the recorded placement is the truth', () => {
     expect(await w.ipam.findByOwner(eip.metadata.uid)).toEqual([]);
   });
 
+  it("the delete handler cleans where the address is recorded, not where the last snapshot's spec points", async () => {
+    const w = world();
+    const eip = await ready(w, 'eip-a');
+    w.cluster.editEipSpec('eip-a', { natGwDp: 'gw2' }); // refused, never configured there
+    const last = w.get('eip-a')!;
+    w.cluster.eips.delete('eip-a'); // finalizer removed by hand, then deleted
+    const outcome = await w.run('delete', 'eip-a', 'deleted', {
+      object: { name: 'eip-a', uid: eip.metadata.uid },
+      old: { metadata: { name: 'eip-a', uid: eip.metadata.uid }, spec: last.spec, status: last.status! },
+    });
+    expect(outcome).toMatchObject({ status: 'applied' });
+    expect(ops(w)).toEqual(['eip-del 172.18.0.2/24']);
+    expect(w.net1()).not.toContain('172.18.0.2/24');
+    expect(w.ipam.allocations.size).toBe(0);
+  });
+
+  it('finalizes an allocation from before placements on the gateway its label names, with the subnet prefix', async () => {
+    const w = world();
+    await ready(w, 'eip-a');
+    for (const [k, a] of w.ipam.allocations) w.ipam.allocations.set(k, { ...a, placement: undefined });
+    w.cluster.editEipSpec('eip-a', { natGwDp: 'gw2' });
+    w.cluster.deleteEip('eip-a');
+    expect(await w.run('update', 'eip-a', 'deletion-requested')).toMatchObject({ status: 'applied' });
+    expect(ops(w)).toEqual(['eip-del 172.18.0.2/24']);
+    expect(w.get('eip-a')).toBeUndefined();
+  });
+
   it('never removes an address the deleted EIP shows but another EIP holds', async () => {
     const w = world();
     await ready(w, 'eip-a');
