@@ -242,12 +242,14 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
           for (const w of foreign.observe(object, ownManagers)) {
             counters.foreignWrites[w.manager] = (counters.foreignWrites[w.manager] ?? 0) + 1;
             metrics?.count('ForeignWriter', 1, { manager: w.manager });
-            log.warn('another controller writes this EIP; leaving it alone', {
+            // Warn once per EIP and manager; a controller at work writes often.
+            const say = w.first ? log.warn.bind(log) : log.debug.bind(log);
+            say('another controller writes this EIP; leaving it alone', {
               eip: nameOf(object),
               manager: w.manager,
               fields: w.fields,
               at: w.time,
-              note: 'run one controller per EIP: see the coexistence section of docs/kube-ovn-differences.md',
+              note: 'run one controller per EIP: docs/adr/0030-coexistence-with-kube-ovn-controller.md',
             });
           }
       }

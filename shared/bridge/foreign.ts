@@ -27,6 +27,8 @@ export interface ForeignWrite {
   time: string;
   /** The subresource written (`status`), if any: the API server keeps one entry per manager and subresource. */
   subresource?: string;
+  /** This manager's first write seen on this EIP (the bridge warns on it, and logs later ones at debug). */
+  first?: boolean;
 }
 
 function entriesOf(o: KubeObject): ManagedFieldsEntry[] {
@@ -74,8 +76,9 @@ export class ForeignWriterWatch {
     for (const w of writes) {
       const entry = `${w.manager}|${w.subresource ?? ''}`;
       if (byManager.get(entry) === w.time) continue;
+      const first = ![...byManager.keys()].some((k) => k.startsWith(`${w.manager}|`));
       byManager.set(entry, w.time);
-      fresh.push(w);
+      fresh.push(first ? { ...w, first } : w);
     }
     return fresh;
   }
