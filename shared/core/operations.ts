@@ -161,6 +161,9 @@ async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Pro
         await deps.cluster.patchEipStatus(name, change);
         await deps.cluster.emitEvent(eip, { type: 'Warning', reason: error.code, message: error.message });
       }
+      // An EIP that was never configured carries no allocation labels (one labelled by an earlier release before
+      // it was allocated loses them): they would count it as a used address and make its policy look bound.
+      if (!eip.status?.ip) await updateEipMeta(deps, name, eip, withoutAllocationLabels);
     }
   } catch (e) {
     inv.log.error('could not record the rejection on the EIP', { error: String(e) });
@@ -172,6 +175,13 @@ async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Pro
     message: error.message,
     ...(retryAfterMs !== undefined && { retryAfterMs }),
   };
+}
+
+const ALLOCATION_LABELS = [Label.subnet, Label.natGwName, Label.eipV4Ip, Label.qos];
+
+function withoutAllocationLabels(e: IptablesEip): EipObjectChange | undefined {
+  const labels = labelChanges(e.metadata.labels, Object.fromEntries(ALLOCATION_LABELS.map((k) => [k, null])));
+  return labels ? { labels } : undefined;
 }
 
 /** The outcome of an event that cannot be handled as sent (nothing is recorded: it may not name a real EIP). */

@@ -291,6 +291,19 @@ describe('blocked EIPs', () => {
     expect(condition(w, 'eip-b', 'Validated')).toBeUndefined();
   });
 
+  it('lose allocation labels an earlier release wrote before allocating', async () => {
+    const w = world();
+    await ready(w, 'eip-a', { v4ip: '172.18.0.9' });
+    w.eip('eip-b', { v4ip: '172.18.0.9' });
+    w.cluster.editEipLabels('eip-b', {
+      [Label.subnet]: 'ovn-vpc-external-network',
+      [Label.natGwName]: 'gw1',
+      keep: 'me',
+    });
+    expect(await w.run('add', 'eip-b')).toMatchObject({ status: 'rejected', code: 'AddressConflict' });
+    expect(w.get('eip-b')?.metadata.labels).toEqual({ keep: 'me' });
+  });
+
   it('go not Ready when the NAT gateway feature is switched off, and are redone when it is back', async () => {
     const w = world();
     await ready(w, 'eip-a');
