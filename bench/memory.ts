@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- memory [--cycles=25] [--per-cycle=200] [--data-dir]`: the resident memory of `npm start` over
+ * `npm run bench -- memory [--cycles=25] [--per-cycle=200] [--data-dir] [--without-iterator-fix]`: the resident memory of `npm start` over
  * many EIP events. Starts the stack as its own process (the demo seeded, everything in memory unless --data-dir),
  * then in each cycle creates `per-cycle` IptablesEIPs, waits until all are Ready, deletes them and waits until they
  * are gone; after every cycle it reads the stack process's RSS from /proc. Events = creates + deletes, so the
@@ -29,11 +29,13 @@ function rssMb(pid: number): number {
 async function startStack(
   dir: string,
   dataDir: boolean,
+  withoutFix: boolean,
 ): Promise<{ child: ChildProcess; kubeconfig: string }> {
   const kubeconfig = join(dir, 'kubeconfig');
   const args = ['--import', 'tsx', 'scripts/start.ts', '--kubeconfig', kubeconfig, '--log-level', 'error'];
   if (dataDir) args.push('--data-dir', join(dir, 'data'));
-  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const env = { ...process.env, ...(withoutFix && { LOCAL_DYNALITE_ITERATOR_FIX: 'off' }) };
+  const child = spawn(process.execPath, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve, reject) => {
     let out = '';
     child.stdout?.on('data', (c: Buffer) => {
@@ -75,6 +77,7 @@ export const suite: Suite = {
         cycles: { type: 'string', default: '25' },
         'per-cycle': { type: 'string', default: '200' },
         'data-dir': { type: 'boolean', default: false },
+        'without-iterator-fix': { type: 'boolean', default: false },
       },
     });
     const cycles = Number(values.cycles);
@@ -83,7 +86,7 @@ export const suite: Suite = {
     if (!Number.isInteger(perCycle) || perCycle < 1 || perCycle > 230)
       throw new Error('--per-cycle must be 1..230 (the demo external subnet has about 240 free addresses)');
     const dir = mkdtempSync(join(tmpdir(), 'bench-memory-'));
-    const { child, kubeconfig } = await startStack(dir, values['data-dir']);
+    const { child, kubeconfig } = await startStack(dir, values['data-dir'], values['without-iterator-fix']);
     const pid = child.pid as number;
     const api = kubeConfigFromFile(kubeconfig).makeApiClient(CustomObjectsApi);
     const samples: { cycle: number; events: number; rssMb: number; seconds: number }[] = [];
@@ -139,7 +142,7 @@ export const suite: Suite = {
     const peak = Math.max(...samples.map((s) => s.rssMb));
     const rows = samples.map((s) => `| ${s.cycle} | ${s.events} | ${s.rssMb} | ${s.seconds} |`);
     const table = [
-      `npm start RSS over ${last.events} EIP events (${cycles} cycles of ${perCycle} creates + ${perCycle} deletes, ${values['data-dir'] ? 'with --data-dir' : 'in memory'})`,
+      `npm start RSS over ${last.events} EIP events (${cycles} cycles of ${perCycle} creates + ${perCycle} deletes, ${values['data-dir'] ? 'with --data-dir' : 'in memory'}${values['without-iterator-fix'] ? ', dynalite iterators NOT closed' : ''})`,
       '',
       '| cycle | events | RSS MB | seconds |',
       '|---|---|---|---|',
@@ -157,7 +160,7 @@ export const suite: Suite = {
         peakMb: peak,
         growthMbPer1kEvents: growthPer1k,
       },
-      file: values['data-dir'] ? 'memory-data-dir.json' : 'memory.json',
+      file: `memory${values['data-dir'] ? '-data-dir' : ''}${values['without-iterator-fix'] ? '-without-iterator-fix' : ''}.json`,
     };
   },
 };

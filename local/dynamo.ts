@@ -31,7 +31,9 @@ function closeIteratorsOnReturn(): void {
     },
   });
 }
-closeIteratorsOnReturn();
+// LOCAL_DYNALITE_ITERATOR_FIX=off leaves dynalite as it ships, only to measure the difference
+// (`npm run bench -- memory --without-iterator-fix`).
+if (process.env.LOCAL_DYNALITE_ITERATOR_FIX !== 'off') closeIteratorsOnReturn();
 
 export interface LocalDynamo {
   /** http://127.0.0.1:<port>, for `new DynamoDBClient({ endpoint })` or AWS_ENDPOINT_URL_DYNAMODB. */
