@@ -166,14 +166,11 @@ describe('bridge re-routing and blocked retries on the local Kubernetes API', ()
     await t.patch(Plural.eip, 'conflicted', { status: blocked('AddressConflict') }, true);
     await t.patch(Plural.eip, 'invalid', { status: blocked('InvalidSpec') }, true); // only an edit fixes it
     // 1 s after the condition, then again (the delay grows with the time blocked)
-    await eventually(
-      () =>
-        expect(t.sink.events.filter((e) => e.reason === 'blocked-retry').map((e) => e.object.name)).toEqual([
-          'conflicted',
-          'conflicted',
-        ]),
-      10_000,
-    );
+    await eventually(() => {
+      const retried = t.sink.events.filter((e) => e.reason === 'blocked-retry').map((e) => e.object.name);
+      expect(retried.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(retried)).toEqual(new Set(['conflicted']));
+    });
     expect(t.bridge.stats().blockedRetries).toBeGreaterThanOrEqual(2);
     // unblocked: the next scheduled retry is the last
     await t.patch(
