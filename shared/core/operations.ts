@@ -12,6 +12,7 @@ import {
   AddressConflictError,
   ConflictError,
   DependencyMissingError,
+  GatewayNotReadyError,
   GatewayRefusedError,
   InvalidEventError,
   InvalidSpecError,
@@ -143,8 +144,11 @@ async function rejected(inv: Invocation, deps: Deps, error: PermanentError): Pro
         now,
       );
       // The address is not on a gateway: never configured, the feature is off (kube-ovn removes the gateway pods),
-      // or the gateway refused to re-add it.
-      const lost = error instanceof NatGwDisabledError || error instanceof GatewayRefusedError;
+      // its gateway is gone, or the gateway refused to re-add it.
+      const lost =
+        error instanceof NatGwDisabledError ||
+        error instanceof GatewayRefusedError ||
+        (error instanceof DependencyMissingError && error.dependency.kind === 'VpcNatGateway');
       const offGateway = !eip.status?.ip || lost;
       if (offGateway)
         conditions = setCondition(
@@ -444,7 +448,18 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
   // for one the kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second
   // resolution (as Kubernetes' startedAt), so a restart within the same second is only visible through that last
   // hint; re-adding is idempotent, so trusting it costs one exec per EIP.
-  const pod = await runningGatewayPod(deps, placement.gateway);
+  const pod = await runningGatewayPod(deps, placement.gateway).catch(async (e: unknown) => {
+    // No pod because the gateway itself is gone: the address is on no gateway until it is back.
+    if (e instanceof GatewayNotReadyError && !(await deps.cluster.getVpcNatGateway(placement.gateway)))
+      throw new DependencyMissingError(
+        `vpc nat gateway ${placement.gateway} not found; ${ip} is configured on it`,
+        {
+          kind: 'VpcNatGateway',
+          name: placement.gateway,
+        },
+      );
+    throw e;
+  });
   const token = redoToken(pod);
   const redo =
     eip0.status?.redo !== token || eip0.status?.ready !== true || inv.event.reason === 'gateway-restarted';

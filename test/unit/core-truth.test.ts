@@ -194,6 +194,28 @@ describe('a gateway that refuses to re-add an address', () => {
   });
 });
 
+describe('a gateway that is deleted', () => {
+  it('makes its EIPs not Ready until it is back, then re-adds their addresses', async () => {
+    const w = world();
+    await ready(w, 'eip-a');
+    const gw = w.cluster.gateways.get('gw1')!;
+    w.cluster.gateways.delete('gw1');
+    w.cluster.pods.clear();
+    expect(await w.run('update', 'eip-a', 'resync')).toMatchObject({
+      status: 'rejected',
+      code: 'DependencyMissing',
+      retryAfterMs: 1_000,
+    });
+    expect(w.get('eip-a')?.status?.ready).toBe(false);
+    expect(condition(w, 'eip-a', 'Ready')).toMatchObject({ status: 'False', reason: 'DependencyMissing' });
+    w.cluster.gateways.set('gw1', gw);
+    w.createPod(w.clock.now() + 5_000);
+    expect(await w.run('update', 'eip-a', 'dependency-changed')).toMatchObject({ status: 'applied' });
+    expect(w.net1()).toContain('172.18.0.2/24');
+    expect(condition(w, 'eip-a', 'Ready')).toMatchObject({ status: 'True' });
+  });
+});
+
 describe('validation before anything is held', () => {
   it.each([
     ['natGwDp', '.'],
