@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { net1Address } from '../../shared/domain/gateway-pod.js';
+import { GATEWAY_CONTAINER, Label } from '../../shared/domain/kube-ovn.js';
 import {
   type ExecOutcome,
   type ExternalSegment,
@@ -20,8 +21,8 @@ import type { ResourceDef } from './registry.js';
 
 export type { ExecOutcome };
 
-export const GATEWAY_LABEL = 'ovn.kubernetes.io/vpc-nat-gw';
-export const GATEWAY_CONTAINER = 'vpc-nat-gw';
+// The gateway pod's label and container: kube-ovn's names, defined once in shared/domain/kube-ovn.ts.
+const GATEWAY_LABEL = Label.vpcNatGw;
 export const NODE_NAME = 'local-node';
 const HOST_IP = '172.18.0.2';
 
