@@ -137,6 +137,39 @@ const scenarios: Scenario[] = [
     sibling: (w) => w.event('update', 'e', 'resync'),
   },
   {
+    name: 'update: QoS unbound',
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'e', { qosPolicy: 'q-both' });
+      w.cluster.editEipSpec('e', { qosPolicy: undefined });
+    },
+    event: (w) => w.event('update', 'e', 'qos-changed'),
+    sibling: (w) => w.event('reset', 'e', 'nat-rule-changed'),
+  },
+  {
+    name: "update: the bound policy's rules were edited",
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'e', { qosPolicy: 'q-both' });
+      w.qos('q-both', [rule('in', 'ingress', '40'), rule('out', 'egress', '50', 2)]);
+    },
+    event: (w) => w.event('update', 'e', 'qos-policy-changed'),
+    sibling: (w) => w.event('update', 'e', 'resync'),
+  },
+  {
+    name: 'update: a refused change of spec.v4ip, recorded on the EIP',
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'e');
+      w.cluster.editEipSpec('e', { v4ip: '172.18.0.99' });
+    },
+    event: (w) => w.event('update', 'e', 'spec-changed'),
+    sibling: (w) => w.event('reset', 'e', 'nat-rule-changed'),
+  },
+  {
     name: 'update: redo after a gateway container restart',
     async setup(w) {
       qosPolicies(w);
