@@ -207,4 +207,28 @@ describe('bridge re-routing and blocked retries on the local Kubernetes API', ()
     await eventually(() => expect(t.bridge.stats().watches.every((w) => w.watching)).toBe(true));
     expect(t.log.lines.some((l) => l.message === 'queue full: pausing the watches')).toBe(true);
   });
+
+  it('coalesces many edits of one EIP made while the sink is stuck into one event with the last state', async () => {
+    let open!: () => void;
+    const gate = { wait: new Promise<void>((r) => (open = r)) };
+    const sink = recordingSink(gate);
+    const t = await setup({ sink, concurrency: 1 });
+    await t.eip('busy', { natGwDp: 'gw1' });
+    await t.eip('other', { natGwDp: 'gw1' }); // waits behind busy's add, held at the sink until the gate opens
+    await eventually(() => expect(t.bridge.stats().queueDepth).toBe(2));
+    let last = '';
+    for (let i = 0; i < 30; i++) {
+      const r = (await t.patch(Plural.eip, 'busy', { spec: { natGwDp: `gw-${i}` } })) as {
+        metadata: { resourceVersion: string };
+      };
+      last = r.metadata.resourceVersion;
+    }
+    await eventually(() => expect(t.bridge.stats().coalesced).toBeGreaterThanOrEqual(29));
+    expect(t.bridge.stats().queueDepth).toBeLessThanOrEqual(3); // one running, add + one update waiting
+    open();
+    await t.bridge.idle();
+    const busy = sink.events.filter((e) => e.object.name === 'busy');
+    expect(summary(busy)).toEqual(['add/added busy', 'update/spec-changed busy']);
+    expect(busy[1]!.object.resourceVersion).toBe(last);
+  });
 });
