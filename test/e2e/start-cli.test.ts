@@ -153,6 +153,28 @@ describe.skipIf(skip)('npm start', () => {
     expect(await s.exited).toBe(0);
   }, 90_000);
 
+  it('documents the kube-ovn EIP controller model in --help and refuses both of its modes at once', async () => {
+    const help = await run(process.execPath, [tsx, join(root, 'scripts/start.ts'), '--help'], { cwd: root });
+    expect(help.stdout).toContain('--with-kube-ovn-eip-controller');
+    expect(help.stdout).toContain('--with-kube-ovn-eip-workers-off');
+    const r = await run(
+      process.execPath,
+      [
+        tsx,
+        join(root, 'scripts/start.ts'),
+        '--with-kube-ovn-eip-controller',
+        '--with-kube-ovn-eip-workers-off',
+      ],
+      { cwd: root },
+    ).catch((e: { code: number; stderr: string }) => e);
+    expect(r).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining(
+        'start: --with-kube-ovn-eip-controller and --with-kube-ovn-eip-workers-off exclude each other',
+      ),
+    });
+  });
+
   it('refuses a bad argument with usage and exit status 2', async () => {
     const r = await run(process.execPath, [tsx, join(root, 'scripts/start.ts'), '--port', 'eighty'], {
       cwd: root,
