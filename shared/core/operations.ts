@@ -512,17 +512,21 @@ async function applyQos(
 ): Promise<QosResult> {
   const { deps, inv } = run;
   const edited = inv.event.reason === 'qos-policy-changed' && s.want === s.have && s.want !== '';
-  let applied = s.have;
+  // After a redo the gateway may have lost every filter: nothing counts as applied until it is added again.
+  let applied = s.redo ? '' : s.have;
   let current = eip;
   try {
+    // The new policy is loaded and taken before the old one's filters go, so a policy that cannot be used leaves
+    // the old limits in place.
+    const adding = s.want !== '' && (s.redo || s.want !== s.have || edited);
+    const qos = adding ? (loaded ?? (await loadQos(deps, s.want))) : undefined;
+    if (qos && s.want !== s.have && !qos.shared) current = await claimPolicy(run, current, qos);
     if (s.have && (s.have !== s.want || edited)) {
       await removeQos(inv, deps, pod, ip, s.have, { allDirections: edited });
       applied = '';
     }
-    if (s.want && (s.redo || s.want !== s.have || edited)) {
+    if (qos) {
       applied = '';
-      const qos = loaded ?? (await loadQos(deps, s.want));
-      if (s.want !== s.have && !qos.shared) current = await claimPolicy(run, current, qos);
       await addQos(inv, deps, pod, ip, qos);
       applied = qos.name;
       if (qos.rules.length) run.did(`qos ${qos.name}`);

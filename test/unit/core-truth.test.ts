@@ -398,6 +398,24 @@ describe('QoS policies an EIP waits for or cannot use', () => {
     expect(condition(w, 'eip-q', 'QoSApplied')).toMatchObject({ status: 'True' });
   });
 
+  it('keeps the old limits when the EIP is switched to a policy that cannot be used', async () => {
+    const w = world();
+    w.qos('old', [rule('in', 'ingress', '10')], { shared: true });
+    await ready(w, 'eip-a', { qosPolicy: 'old' });
+    w.cluster.editEipSpec('eip-a', { qosPolicy: 'missing' });
+    expect(await w.run('update', 'eip-a', 'qos-changed')).toMatchObject({
+      status: 'rejected',
+      code: 'DependencyMissing',
+    });
+    expect(w.tc().map((f) => `${f.ip} ${f.direction}`)).toEqual(['172.18.0.2 ingress']);
+    expect(w.get('eip-a')?.status?.qosPolicy).toBe('old');
+    expect(w.get('eip-a')?.metadata.labels?.[Label.qos]).toBe('old');
+    expect(condition(w, 'eip-a', 'QoSApplied')).toMatchObject({
+      status: 'False',
+      reason: 'DependencyMissing',
+    });
+  });
+
   it('refuses a NATGW-type policy on an EIP, before anything is allocated', async () => {
     const w = world();
     w.qos('gw-policy', [rule('in', 'ingress', '7')], { bindingType: 'NATGW' });
