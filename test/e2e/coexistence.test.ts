@@ -306,3 +306,42 @@ describe('beside kube-ovn (local lab with the model of its EIP controller)', { t
     }
   });
 });
+
+describe('npm run adopt against the running local stack (its EIP workers off)', { timeout: 120_000 }, () => {
+  it('finds the stack by its stack file, and reports what the product configured itself as already imported', async () => {
+    const { startLocalStack } = await import('../../local/stack.js');
+    const dir = mkdtempSync(join(tmpdir(), 'coexistence-stack-'));
+    const stack = await startLocalStack({
+      kubeconfig: join(dir, 'kubeconfig'),
+      stackFile: join(dir, 'stack.json'),
+      kubeOvnEipController: 'workers-off',
+      log: memoryLogger('error'),
+      say: () => {},
+    });
+    try {
+      const kc = kubeConfigFor(stack.api);
+      const custom = kc.makeApiClient(CustomObjectsApi);
+      await eventuallyValue(async () => {
+        const e = (await custom.getClusterCustomObject({ ...EIPS, name: 'demo-eip' })) as IptablesEip;
+        return e.status?.ready;
+      }, 30_000);
+      const r = await run(
+        process.execPath,
+        [
+          join(root, 'node_modules/tsx/dist/cli.mjs'),
+          join(root, 'scripts/adopt.ts'),
+          '--dry-run',
+          '--stack',
+          join(dir, 'stack.json'),
+        ],
+        { cwd: root, env: { ...process.env, KUBECONFIG: '', TABLE_NAME: '', DYNAMODB_ENDPOINT: '' } },
+      );
+      expect(r.stderr).toContain(`dry run against ${join(dir, 'kubeconfig')}`);
+      expect(r.stdout).toMatch(/^already +demo-eip 172\.18\.0\.\d+\/24 on gw1/m);
+      expect(r.stdout).toMatch(/dry run: 0 would import, 1 already imported/);
+    } finally {
+      await stack.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
