@@ -154,6 +154,7 @@ describe('npm start killed with SIGKILL mid-burst', () => {
       60_000,
     );
 
+    const burstStarted = Date.now();
     const names = Array.from({ length: CREATES }, (_, i) => `kill-${i}`);
     const deleted = names.slice(0, DELETES);
     const kept = ['demo-eip', ...names.slice(DELETES)];
@@ -184,12 +185,15 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     await new Promise((r) => first.child.once('exit', r));
     const readyAtKill = before.filter((e) => e.status?.ready).length;
     console.log(
-      `[stack-kill] killed with ${readyAtKill}/${before.length} EIPs Ready, ${before.filter((e) => e.metadata.deletionTimestamp).length} terminating`,
+      `[stack-kill] killed ${((Date.now() - burstStarted) / 1000).toFixed(1)} s into the burst with ${readyAtKill}/${before.length} EIPs Ready, ${before.filter((e) => e.metadata.deletionTimestamp).length} terminating`,
     );
 
     const second = start();
     const restarted = Date.now();
     const { dynamodb, table } = await second.ready;
+    console.log(
+      `[stack-kill] restarted stack ready ${((Date.now() - restarted) / 1000).toFixed(1)} s after the restart`,
+    );
     const { kc, co: co2 } = clients();
     await until(
       'convergence',
