@@ -63,8 +63,6 @@ type Item = Record<string, AttributeValue>;
 
 /** Uncontested reuse claims in a row before an allocator trusts its cached list of released addresses. */
 const CALM_BEFORE_CACHING = 8;
-/** Conditional writes one read of a home block may feed before it is read again. */
-const MAX_TRIES_PER_READ = 4;
 
 export interface IpamTuning {
   /** Cursor options (window of segments, cache age). */
@@ -86,6 +84,11 @@ export interface IpamTuning {
    * placement, which must be read fresh. 0, the default, reads every time. ADR 0028.
    */
   repeatCacheMs: number;
+  /**
+   * Conditional writes one read of a home block may feed before it is read again. Default 1: after a lost race the
+   * block is read again (a read costs less than a write that fails, and the fresh read shows what the others took).
+   */
+  triesPerRead: number;
 }
 
 export interface GcOptions {
@@ -169,6 +172,7 @@ export class DynamoIpam implements Ipam {
       reuseCacheMs: 500,
       blindBelow: 0.25,
       repeatCacheMs: 0,
+      triesPerRead: 1,
       ...tuning,
     };
   }
@@ -323,7 +327,12 @@ export class DynamoIpam implements Ipam {
     let view = await this.readBlock(g, home, owner.uid);
     const found = await this.existing(g, view, owner.uid);
     if (found) return found;
-    for (let reads = 0; reads < 2 && (view.neverUsed.length > 0 || view.released.length > 0); reads++) {
+    const maxReads = Math.max(2, Math.ceil(8 / this.tuning.triesPerRead));
+    for (
+      let reads = 0;
+      reads < maxReads && (view.neverUsed.length > 0 || view.released.length > 0);
+      reads++
+    ) {
       if (reads > 0) view = await this.readBlock(g, home, owner.uid);
       const got = await this.tryCandidates(g, home, view, owner, stats);
       if (got) return got;
@@ -350,7 +359,7 @@ export class DynamoIpam implements Ipam {
 
   /**
    * Never-used candidates of the block first, then its oldest released ones (up to `reuseBatch` of them, in random
-   * order so that concurrent owners spread out), each a conditional write; at most MAX_TRIES_PER_READ per read.
+   * order so that concurrent owners spread out), each a conditional write; at most `triesPerRead` per read.
    * The owner's first candidate, while never used, always goes first: that is what makes the blind write safe (a
    * retry's blind write can only succeed where no claim of this owner could have gone before).
    */
@@ -365,7 +374,7 @@ export class DynamoIpam implements Ipam {
     const fresh = [
       ...(firstFree ? [home.first!] : []),
       ...shuffled(view.neverUsed.filter((v) => v !== home.first)),
-    ].slice(0, MAX_TRIES_PER_READ);
+    ].slice(0, this.tuning.triesPerRead);
     for (const value of fresh) {
       this.spend(g, stats);
       const item = this.heldItem(g, value, owner);
@@ -383,7 +392,7 @@ export class DynamoIpam implements Ipam {
       stats.conflicts++;
     }
     if (view.neverUsed.length > 0) return undefined; // read again: never-used ones still come first
-    const old = shuffled(view.released.slice(0, this.tuning.reuseBatch)).slice(0, MAX_TRIES_PER_READ);
+    const old = shuffled(view.released.slice(0, this.tuning.reuseBatch)).slice(0, this.tuning.triesPerRead);
     for (const value of old) {
       const got = await this.claimReleasedValue(g, value, owner, stats);
       if (got) return got;
