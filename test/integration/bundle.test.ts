@@ -64,4 +64,28 @@ describe('the Lambda bundles', () => {
     });
     expect(stdout).toMatch(/^ConfigError: invalid configuration:[\s\S]*TABLE_NAME is required/);
   });
+
+  it.each(['add', 'update', 'reset', 'delete', 'gc'])(
+    '%s ships the thin Kubernetes client, without client-node or a YAML parser, under 1 MB (ADR 0027)',
+    async (fn) => {
+      const r = await build({
+        entryPoints: [join(root, `functions/${fn}/handler.ts`)],
+        outfile: join(dir, `${fn}-meta.cjs`),
+        bundle: true,
+        minify: true,
+        format: 'cjs',
+        platform: 'node',
+        target: 'node22',
+        mainFields: ['module', 'main'],
+        alias: { punycode: 'punycode/' },
+        metafile: true,
+        write: false,
+        logLevel: 'silent',
+      });
+      const inputs = Object.keys(r.metafile.inputs);
+      expect(inputs.some((f) => f.includes('shared/adapters/k8s/rest.ts'))).toBe(true);
+      expect(inputs.filter((f) => /@kubernetes\/client-node|node_modules\/(js-)?yaml\//.test(f))).toEqual([]);
+      expect(r.outputFiles[0]!.contents.length).toBeLessThan(1024 * 1024);
+    },
+  );
 });
