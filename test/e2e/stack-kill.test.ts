@@ -5,12 +5,14 @@
  * DynamoDB holding exactly their allocations, and no lease left behind. The leases the killed process held are broken
  * by the restart (they carry its instance id), so nothing waits for them to expire.
  * CI runs 20 creates + 5 deletes; EIP_LONG=1 runs the 80 + 20 of the original report. The convergence time after the
- * restart is printed.
+ * restart is printed. A second test runs `kill 1` in the gateway container during a burst of creates (the container
+ * restarts with its state lost) and waits until every address is back on net1.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -32,11 +34,11 @@ interface Started {
   ready: Promise<{ dynamodb: string; table: string }>;
 }
 
-function start(): Started {
+function start(data = dataDir): Started {
   const child = spawn(
     process.execPath,
     // One process (tsx as a loader, not its CLI, which would run the stack in a child that SIGKILL misses).
-    ['--import', 'tsx', join(root, 'scripts/start.ts'), '--kubeconfig', kubeconfig, '--data-dir', dataDir],
+    ['--import', 'tsx', join(root, 'scripts/start.ts'), '--kubeconfig', kubeconfig, '--data-dir', data],
     { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   children.push(child);
@@ -74,28 +76,26 @@ async function eips(co: CustomObjectsApi): Promise<Eip[]> {
   return ((await co.listClusterCustomObject(EIPS)) as { items: Eip[] }).items;
 }
 
-async function net1(kc: KubeConfig): Promise<string> {
+async function gatewayExec(kc: KubeConfig, argv: string[]): Promise<{ stdout: string; status: string }> {
   let out = '';
-  const stdout = new (await import('node:stream')).PassThrough();
+  const stdout = new PassThrough();
   stdout.on('data', (c: Buffer) => {
     out += c.toString();
   });
-  await new Promise<void>((resolve, reject) => {
+  const status = await new Promise<string>((resolve, reject) => {
     new Exec(kc)
-      .exec(
-        'kube-system',
-        'vpc-nat-gw-gw1-0',
-        'vpc-nat-gw',
-        ['ip', '-o', 'addr', 'show', 'dev', 'net1'],
-        stdout,
-        null,
-        null,
-        false,
-        (s) => (s.status === 'Success' ? resolve() : reject(new Error(JSON.stringify(s)))),
+      .exec('kube-system', 'vpc-nat-gw-gw1-0', 'vpc-nat-gw', argv, stdout, null, null, false, (st) =>
+        resolve(st.status ?? ''),
       )
       .catch(reject);
   });
-  return out;
+  return { stdout: out, status };
+}
+
+async function net1(kc: KubeConfig): Promise<string> {
+  const r = await gatewayExec(kc, ['ip', '-o', 'addr', 'show', 'dev', 'net1']);
+  if (r.status !== 'Success') throw new Error(`ip addr show: ${r.status}`);
+  return r.stdout;
 }
 
 async function tableItems(
@@ -225,5 +225,57 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     expect(heldBy.length).toBe(kept.length + 1);
     second.child.kill('SIGINT');
     await new Promise((r) => second.child.once('exit', r));
+  }, 600_000);
+
+  it(`puts every address back after kill 1 in the gateway container during a burst of ${CREATES} creates`, async () => {
+    const s2 = start(join(dir, 'data-kill-1'));
+    const { dynamodb, table } = await s2.ready;
+    const { kc, co } = clients();
+    const names = Array.from({ length: CREATES }, (_, i) => `pid1-${i}`);
+    const creating = (async () => {
+      for (let i = 0; i < names.length; i += 5)
+        await Promise.all(
+          names.slice(i, i + 5).map((name) =>
+            co.createClusterCustomObject({
+              ...EIPS,
+              body: {
+                apiVersion: 'kubeovn.io/v1',
+                kind: 'IptablesEIP',
+                metadata: { name },
+                spec: { natGwDp: 'gw1' },
+              },
+            }),
+          ),
+        );
+    })();
+    await until(
+      'some EIPs Ready',
+      async () => ((await eips(co)).filter((e) => e.status?.ready).length >= 3 ? true : undefined),
+      120_000,
+    );
+    const killed = await gatewayExec(kc, ['kill', '1']);
+    expect(killed.status).toBe('Failure');
+    const t = Date.now();
+    await creating;
+    await until(
+      'every address back on the gateway',
+      async () => {
+        const now = await eips(co);
+        if (now.length !== CREATES + 1 || !now.every((e) => e.status?.ready)) return undefined;
+        const onGateway = await net1(kc);
+        if (!now.every((e) => onGateway.includes(`inet ${e.status?.ip}/`))) return undefined;
+        const items = await tableItems(dynamodb, table);
+        if (items.some((i) => i.pk?.S?.startsWith('LEASE#'))) return undefined;
+        return true;
+      },
+      180_000,
+    );
+    console.log(
+      `[stack-kill] kill 1 during the burst: converged ${((Date.now() - t) / 1000).toFixed(1)} s after it`,
+    );
+    const ips = (await eips(co)).map((e) => e.status?.ip);
+    expect(new Set(ips).size).toBe(CREATES + 1);
+    s2.child.kill('SIGINT');
+    await new Promise((r) => s2.child.once('exit', r));
   }, 600_000);
 });
