@@ -19,6 +19,7 @@ const DEFAULTS = {
   alarmTopicArn: '',
   vpcSubnetIds: '',
   vpcSecurityGroupIds: '',
+  bridgeOidcIssuer: '',
   execTimeoutMs: '20000',
   addConcurrency: '10',
   updateConcurrency: '10',
@@ -72,6 +73,12 @@ function validate(raw) {
       'parameters vpcSubnetIds and vpcSecurityGroupIds go together: give both (functions in the VPC) or neither',
     );
 
+  const issuer = v.bridgeOidcIssuer.replace(/^https:\/\//, '').replace(/\/$/, '');
+  if (v.bridgeOidcIssuer && !/^https:\/\/[a-z0-9.-]+(\/[A-Za-z0-9._-]+)*\/?$/.test(v.bridgeOidcIssuer))
+    problems.push(
+      `parameter bridgeOidcIssuer "${v.bridgeOidcIssuer}" must be the cluster's OIDC issuer URL (aws eks describe-cluster --query cluster.identity.oidc.issuer)`,
+    );
+
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(v.natGwNamespace) || v.natGwNamespace.length > 63)
     problems.push(`parameter natGwNamespace "${v.natGwNamespace}" is not a namespace name`);
   if (!['debug', 'info', 'warn', 'error'].includes(v.logLevel))
@@ -115,7 +122,52 @@ function validate(raw) {
         [{ 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' }]
       : { Ref: 'AWS::NoValue' },
     alarmActions: v.alarmTopicArn ? [v.alarmTopicArn] : { Ref: 'AWS::NoValue' },
+    bridgeResources: issuer ? bridgeRole(issuer) : {},
     concurrency,
+  };
+}
+
+/**
+ * The bridge's IAM role for IRSA, when the cluster's OIDC issuer is given: only the bridge's ServiceAccount
+ * (infra/bridge/base: eip-lambdas/eip-lambdas-bridge) may assume it, and it carries BridgePublishPolicy.
+ */
+function bridgeRole(issuer) {
+  return {
+    Resources: {
+      BridgeRole: {
+        Type: 'AWS::IAM::Role',
+        Properties: {
+          AssumeRolePolicyDocument: {
+            Version: '2012-10-17',
+            Statement: [
+              {
+                Effect: 'Allow',
+                Principal: {
+                  Federated: {
+                    'Fn::Sub': `arn:\${AWS::Partition}:iam::\${AWS::AccountId}:oidc-provider/${issuer}`,
+                  },
+                },
+                Action: 'sts:AssumeRoleWithWebIdentity',
+                Condition: {
+                  StringEquals: {
+                    [`${issuer}:sub`]: 'system:serviceaccount:eip-lambdas:eip-lambdas-bridge',
+                    [`${issuer}:aud`]: 'sts.amazonaws.com',
+                  },
+                },
+              },
+            ],
+          },
+          ManagedPolicyArns: [{ Ref: 'BridgePublishPolicy' }],
+        },
+      },
+    },
+    Outputs: {
+      BridgeRoleArn: {
+        Description:
+          'roleArn of the bridge overlay (infra/bridge): IRSA role of eip-lambdas/eip-lambdas-bridge',
+        Value: { 'Fn::GetAtt': ['BridgeRole', 'Arn'] },
+      },
+    },
   };
 }
 

@@ -31,6 +31,7 @@ const EKS = {
 const SUBNETS = ['subnet-0123456789abcdef0', 'subnet-0123456789abcdef1'];
 const SG = 'sg-0123456789abcdef0';
 const TOPIC = 'arn:aws:sns:eu-west-1:123456789012:ops';
+const ISSUER = 'oidc.eks.eu-west-1.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF';
 
 function osls(args: string[]) {
   return spawnSync(
@@ -68,6 +69,7 @@ describe('deploy parameters (infra/params.cjs)', () => {
     [{ logLevel: 'trace' }, /logLevel "trace"/],
     [{ natGwNamespace: 'Kube_System' }, /natGwNamespace/],
     [{ execTimeoutMs: '30000' }, /execTimeoutMs/],
+    [{ bridgeOidcIssuer: 'oidc.eks.eu-west-1.amazonaws.com/id/AB' }, /bridgeOidcIssuer .* OIDC issuer URL/],
   ])('refuse %o', (bad, message) => {
     expect(() => params.validate({ ...EKS, ...bad })).toThrow(message);
   });
@@ -77,6 +79,7 @@ describe('deploy parameters (infra/params.cjs)', () => {
     expect(v.vpcConfig).toEqual({ Ref: 'AWS::NoValue' });
     expect(v.vpcManagedPolicies).toEqual({ Ref: 'AWS::NoValue' });
     expect(v.alarmActions).toEqual({ Ref: 'AWS::NoValue' });
+    expect(v.bridgeResources).toEqual({});
     expect(v.concurrency).toEqual({ add: 10, update: 10, reset: 5, delete: 5, gc: 1 });
   });
 
@@ -121,6 +124,7 @@ describe('npm run package', () => {
         vpcSecurityGroupIds: SG,
         alarmTopicArn: TOPIC,
         addConcurrency: '7',
+        bridgeOidcIssuer: `https://${ISSUER}`,
       }),
     ]);
     expect(run.status, run.stdout + run.stderr).toBe(0);
@@ -239,6 +243,7 @@ describe('npm run package', () => {
       'ResetRoleArn',
       'DeleteRoleArn',
       'GcRoleArn',
+      'BridgeRoleArn',
     ])
       expect(outputs).toContain(o);
     // Every output is explained where an operator looks for it.
@@ -248,6 +253,20 @@ describe('npm run package', () => {
     // (The framework's own outputs — deployment bucket, function versions — are left out.)
     for (const o of outputs.filter((x) => !/^ServerlessDeploymentBucketName$|QualifiedArn$/.test(x)))
       expect(docs.join('\n'), o).toContain(o);
+  });
+
+  it('create the bridge IRSA role for exactly its ServiceAccount when the OIDC issuer is given', () => {
+    const role = r.BridgeRole.Properties;
+    const [stmt] = role.AssumeRolePolicyDocument.Statement;
+    expect(stmt.Principal.Federated).toEqual({
+      'Fn::Sub': `arn:\${AWS::Partition}:iam::\${AWS::AccountId}:oidc-provider/${ISSUER}`,
+    });
+    expect(stmt.Condition.StringEquals).toEqual({
+      [`${ISSUER}:sub`]: 'system:serviceaccount:eip-lambdas:eip-lambdas-bridge',
+      [`${ISSUER}:aud`]: 'sts.amazonaws.com',
+    });
+    expect(role.ManagedPolicyArns).toEqual([{ Ref: 'BridgePublishPolicy' }]);
+    expect(template.Outputs.BridgeRoleArn.Value).toEqual({ 'Fn::GetAtt': ['BridgeRole', 'Arn'] });
   });
 
   it('send alarms to the topic given', () => {
