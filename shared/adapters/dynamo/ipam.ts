@@ -19,10 +19,10 @@ import {
   GetItemCommand,
   type GetItemCommandOutput,
   PutItemCommand,
-  QueryCommand,
+  paginateQuery,
+  paginateScan,
   type QueryCommandInput,
   type QueryCommandOutput,
-  ScanCommand,
   type ScanCommandInput,
   type ScanCommandOutput,
   UpdateItemCommand,
@@ -771,32 +771,42 @@ export class DynamoIpam implements Ipam {
     return used;
   }
 
-  /** Every item a Query returns, page after page (break out of the loop to stop reading pages). */
+  /** Every item a Query returns, page after page, through the SDK's paginator (break out to stop reading). */
   private async *queryItems(
     input: Omit<QueryCommandInput, 'TableName' | 'ExclusiveStartKey'>,
   ): AsyncGenerator<Item> {
-    let start: Item | undefined;
-    do {
-      const page = await this.store.send<QueryCommandOutput>(
-        new QueryCommand({ ...input, TableName: this.store.tableName, ExclusiveStartKey: start }),
-      );
+    const pages = paginateQuery({ client: this.store.client }, { ...input, TableName: this.store.tableName });
+    let page: QueryCommandOutput | undefined;
+    for (;;) {
+      try {
+        const next = await pages.next();
+        if (next.done) return;
+        page = next.value;
+      } catch (e) {
+        throw this.store.failure('Query', e);
+      }
+      this.store.observe('Query', page);
       yield* page.Items ?? [];
-      start = page.LastEvaluatedKey;
-    } while (start);
+    }
   }
 
-  /** Every item of a Scan, page after page. */
+  /** Every item of a Scan, page after page, through the SDK's paginator. */
   private async *scanItems(
     input: Omit<ScanCommandInput, 'TableName' | 'ExclusiveStartKey'>,
   ): AsyncGenerator<Item> {
-    let start: Item | undefined;
-    do {
-      const page = await this.store.send<ScanCommandOutput>(
-        new ScanCommand({ ...input, TableName: this.store.tableName, ExclusiveStartKey: start }),
-      );
+    const pages = paginateScan({ client: this.store.client }, { ...input, TableName: this.store.tableName });
+    let page: ScanCommandOutput | undefined;
+    for (;;) {
+      try {
+        const next = await pages.next();
+        if (next.done) return;
+        page = next.value;
+      } catch (e) {
+        throw this.store.failure('Scan', e);
+      }
+      this.store.observe('Scan', page);
       yield* page.Items ?? [];
-      start = page.LastEvaluatedKey;
-    } while (start);
+    }
   }
 
   // ------------------------------------------------------------------ lookups and releases

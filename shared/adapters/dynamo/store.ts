@@ -1,6 +1,7 @@
 /**
  * The one place where DynamoDB errors become domain errors. Every request of the adapters goes through
- * `Store.send` (or `Store.sendConditional` for writes guarded by a condition):
+ * `Store.send` (or `Store.sendConditional` for writes guarded by a condition), or, for Query and Scan, through the
+ * SDK's paginators with `Store.failure` / `Store.observe` around them:
  *
  * - `ConditionalCheckFailedException` is not an error here: `sendConditional` reports it as `{ ok: false }`
  *   and the caller turns it into the domain outcome (a conflict, a held lease, a no-op release);
@@ -111,22 +112,34 @@ export class Store {
     try {
       // The SDK's overloads do not unify over command types; the caller names the output type.
       const output = (await this.client.send(command as never)) as T;
-      this.countRetries(op, (output as { $metadata?: { attempts?: number } }).$metadata?.attempts);
+      this.observe(op, output);
       return { ok: true, output };
     } catch (e) {
-      this.countRetries(op, (e as { $metadata?: { attempts?: number } }).$metadata?.attempts);
-      if (conditional && (e instanceof ConditionalCheckFailedException || isNamed(e, CCF)))
+      if (conditional && (e instanceof ConditionalCheckFailedException || isNamed(e, CCF))) {
+        this.observe(op, e);
         return { ok: false, item: (e as ConditionalCheckFailedException).Item };
-      const transient = isTransient(e);
-      const attempts = (e as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
-      this.log?.warn('dynamodb request failed', { op, attempts, error: errorName(e), transient });
-      throw new StoreUnavailableError(
-        transient
-          ? `DynamoDB ${op} on ${this.tableName} still failing after ${attempts} attempts: ${errorName(e)}`
-          : `DynamoDB ${op} on ${this.tableName} failed: ${errorName(e)}: ${(e as Error).message ?? e}`,
-        { cause: e },
-      );
+      }
+      throw this.failure(op, e);
     }
+  }
+
+  /** Counts the retries the SDK made for one request (from its response or error metadata). */
+  observe(op: string, outputOrError: unknown): void {
+    this.countRetries(op, (outputOrError as { $metadata?: { attempts?: number } }).$metadata?.attempts);
+  }
+
+  /** A failed request as the domain sees it (for requests the SDK's paginators send). */
+  failure(op: string, e: unknown): StoreUnavailableError {
+    this.observe(op, e);
+    const transient = isTransient(e);
+    const attempts = (e as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
+    this.log?.warn('dynamodb request failed', { op, attempts, error: errorName(e), transient });
+    return new StoreUnavailableError(
+      transient
+        ? `DynamoDB ${op} on ${this.tableName} still failing after ${attempts} attempts: ${errorName(e)}`
+        : `DynamoDB ${op} on ${this.tableName} failed: ${errorName(e)}: ${(e as Error).message ?? e}`,
+      { cause: e },
+    );
   }
 
   private countRetries(op: string, attempts: number | undefined): void {
