@@ -79,14 +79,16 @@ async function main(): Promise<number> {
   const log = jsonLogger({ level: levelFromEnv(process.env.LOG_LEVEL ?? 'warn'), write: err });
   const { buildDeps } = await import('../shared/adapters/live.js');
   const deps = buildDeps(target.config, { log });
+  // One line per EIP as it is done (on stderr with --json, where stdout carries only the report).
   const report = await adoptEips(deps, {
     dryRun,
-    onProgress: values.json ? (a) => err(`adopt: ${a.eip} ${a.status}`) : undefined,
+    onProgress: values.json
+      ? (a) => err(`adopt: ${a.eip} ${a.status}`)
+      : (a) => process.stdout.write(`${line(a)}\n`),
   });
   if (values.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else {
     const verb = dryRun ? 'would import' : 'imported';
-    for (const a of report.eips) process.stdout.write(`${line(a)}\n`);
     for (const p of report.gatewayPods)
       process.stdout.write(
         `${p.status.padEnd(8)} gateway pod ${p.pod} ${p.address} (${p.subnet})${p.reason ? ` — ${p.reason}` : ''}\n`,
