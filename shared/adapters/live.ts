@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type Config, loadConfig } from '../config/config.js';
+import { type Config, ConfigError, loadConfig } from '../config/config.js';
 import { jsonLogger } from '../observability/log.js';
 import { EmfMetrics, TallyMetrics } from '../observability/metrics.js';
 import type { Deps, Logger, Metrics } from '../ports.js';
@@ -38,12 +38,16 @@ export function kubeConfigOf(config: Config): KubeSource {
   if (config.kube.kind === 'eks') return eksEndpoint(config.kube);
   const path = config.kube.path;
   const local = ['./k8s', 'kubeconfig.js'].join('/');
-  let loaded: Promise<KubeEndpoint> | undefined;
-  return () => {
-    loaded ??= (import(local) as Promise<typeof import('./k8s/kubeconfig.js')>).then((m) =>
-      m.endpointFromFile(path),
-    );
-    return loaded;
+  return async () => {
+    let m: typeof import('./k8s/kubeconfig.js');
+    try {
+      m = (await import(local)) as typeof m;
+    } catch (e) {
+      throw new ConfigError([
+        `KUBECONFIG is for local runs and cannot be read here (${(e as Error).message}); in Lambda set EKS_CLUSTER_NAME, EKS_ENDPOINT and EKS_CA_DATA`,
+      ]);
+    }
+    return m.endpointFromFile(path);
   };
 }
 
