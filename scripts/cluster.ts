@@ -14,7 +14,8 @@ Options:
   --port N            port to listen on (default 0: any free port)
   --host ADDR         address to listen on (default 127.0.0.1)
   --kubeconfig FILE   where to write the kubeconfig (default .local/kubeconfig)
-  --data-dir DIR      keep objects in DIR across restarts (default: in memory only)
+  --data-dir DIR      keep objects in DIR across restarts; a write is on disk before it is answered
+                      (default: in memory only)
   --crd-dir DIR       CRD manifests to install at start (default infra/crds)
   --quiet             do not log what the API does (stderr)
   -h, --help          show this help

@@ -16,7 +16,8 @@ starting with "ready:". Ctrl-C drains and exits.
 options:
   --port N            port of the Kubernetes API (default: a free one)
   --kubeconfig FILE   where to write the kubeconfig (default: .local/kubeconfig)
-  --data-dir DIR      keep Kubernetes objects and allocations in DIR across restarts (default: in memory)
+  --data-dir DIR      keep Kubernetes objects and allocations in DIR across restarts (default: in memory);
+                      a restart breaks the leases the previous run held when it was killed
   --no-demo           start empty (no ConfigMaps, subnet, gateway, QoS policy or EIP)
   --with-kube-ovn-eip-controller
                       also run a MODEL of kube-ovn 1.12's own IptablesEIP controller (its own IPAM, eip-add,
