@@ -841,12 +841,25 @@ export class DynamoIpam implements Ipam {
       .sort((a, b) => (a.subnet + a.family < b.subnet + b.family ? -1 : 1));
   }
 
+  /**
+   * The owner index's hits, each released by one conditional UpdateItem (no confirming read first: the condition on
+   * the owner is the confirmation, and the item as it was before the release is what is returned).
+   */
   async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
+    if (!ownerUid) return [];
     const released: Allocation[] = [];
-    for (const a of await this.findByOwner(ownerUid)) {
-      if (await this.release(a.subnet, a.address, ownerUid)) released.push(a);
+    for await (const it of this.queryItems({
+      IndexName: INDEX.byOwner,
+      KeyConditionExpression: '#ownerUid = :uid',
+      ExpressionAttributeNames: names('ownerUid'),
+      ExpressionAttributeValues: { ':uid': { S: ownerUid } },
+    })) {
+      if (!it.pk?.S || !it.sk?.S || !it.subnet?.S) continue;
+      this.repeats.delete(`${it.pk.S}|${it.sk.S}|${ownerUid}`);
+      const before = await this.releaseItem(it.pk.S, it.sk.S, ownerUid, undefined, it.subnet.S);
+      if (before) released.push(toAllocation(before));
     }
-    return released;
+    return released.sort((a, b) => (a.subnet + a.family < b.subnet + b.family ? -1 : 1));
   }
 
   /** One conditional UpdateItem on the address item: the placement is written only while `ownerUid` holds it. */
@@ -875,18 +888,20 @@ export class DynamoIpam implements Ipam {
     const p = parseAddress(address);
     if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
     this.repeats.delete(`${poolPk(subnet, p.family)}|${addressSk(p.family, p.value)}|${ownerUid}`);
-    return this.releaseItem(
+    const before = await this.releaseItem(
       poolPk(subnet, p.family),
       addressSk(p.family, p.value),
       ownerUid,
       undefined,
       subnet,
     );
+    return before !== undefined;
   }
 
   /**
    * Turns a held address into a released marker, only if `ownerUid` (and, for the collector, the very claim it
    * looked at) still holds it. The item stays: its existence is what marks the address as used before.
+   * Returns the item as it was before the release, or undefined when the condition failed (nothing changed).
    */
   private async releaseItem(
     pk: string,
@@ -894,7 +909,7 @@ export class DynamoIpam implements Ipam {
     ownerUid: string,
     claimId: string | undefined,
     subnet: string,
-  ): Promise<boolean> {
+  ): Promise<Item | undefined> {
     const values: Item = {
       ':uid': { S: ownerUid },
       ':pk': { S: pk },
@@ -926,10 +941,10 @@ export class DynamoIpam implements Ipam {
           'pointerSk',
         ),
         ExpressionAttributeValues: values,
-        ReturnValues: 'UPDATED_OLD',
+        ReturnValues: 'ALL_OLD',
       }),
     );
-    if (!r.ok) return false;
+    if (!r.ok) return undefined;
     this.metrics?.count('IpamReleases', 1, { subnet });
     // Claimed from outside the owner's home block: its pointer goes too, unless it names another claim by now.
     const ptr = r.output.Attributes?.pointerSk?.S;
@@ -943,7 +958,7 @@ export class DynamoIpam implements Ipam {
           ExpressionAttributeValues: { ':uid': { S: ownerUid }, ':sk': { S: sk } },
         }),
       );
-    return true;
+    return r.output.Attributes ?? {};
   }
 
   // ------------------------------------------------------------------ garbage collection
