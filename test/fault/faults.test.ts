@@ -66,12 +66,19 @@ async function expectGone(name: string, uid: string, ip: string): Promise<void> 
   ).toEqual([]);
 }
 
-async function addThrough(name: string, fault: () => void, expectError?: new (...a: never[]) => Error) {
+/** The fault, if it returned a handle, must have fired: a fault that never hit proves nothing. */
+function expectFired(handle: unknown): void {
+  if (handle && typeof handle === 'object' && 'hits' in handle)
+    expect((handle as { hits: number }).hits, 'the injected fault fired').toBeGreaterThan(0);
+}
+
+async function addThrough(name: string, fault: () => unknown, expectError?: new (...a: never[]) => Error) {
   await lab.createEip(name, { natGwDp: 'gw1', qosPolicy: 'qos-demo' });
   const event = await lab.event('add', name, 'added');
-  fault();
+  const handle = fault();
   if (expectError) await expect(lab.invoke(event)).rejects.toBeInstanceOf(expectError);
   await lab.deliver(event);
+  expectFired(handle);
   return expectConverged(name);
 }
 
@@ -83,13 +90,14 @@ async function readyEip(name: string) {
   return { ip, uid };
 }
 
-async function deleteThrough(name: string, fault: () => void, expectError?: new (...a: never[]) => Error) {
+async function deleteThrough(name: string, fault: () => unknown, expectError?: new (...a: never[]) => Error) {
   const { ip, uid } = await readyEip(name);
   await lab.deleteEip(name);
   const event = await lab.event('update', name, 'deletion-requested');
-  fault();
+  const handle = fault();
   if (expectError) await expect(lab.invoke(event)).rejects.toBeInstanceOf(expectError);
   await lab.deliver(event);
+  expectFired(handle);
   await expectGone(name, uid, ip);
 }
 
@@ -165,6 +173,28 @@ describe('Kubernetes API faults', () => {
     });
   }
 
+  for (const code of [500, 503]) {
+    it(`${code} on the exec request itself (pods/exec)`, async () => {
+      await addThrough(`f-api-exec-${code}`, () =>
+        lab.api.faults.apiError({ code, resource: 'pods/exec', times: 1 }),
+      );
+      faults.push(`API ${code} on pods/exec`);
+    });
+  }
+
+  it('429 on the finalizer write of an add', async () => {
+    await addThrough('f-api-add-429', () =>
+      lab.api.faults.apiError({
+        code: 429,
+        verb: ['patch', 'update'],
+        resource: 'iptables-eips',
+        times: 1,
+        retryAfterSeconds: 0,
+      }),
+    );
+    faults.push('API 429 on the finalizer write');
+  });
+
   it('503 on every read for a while: thrown as unavailable, converges once the API answers', async () => {
     await addThrough(
       'f-api-get-503',
@@ -205,9 +235,7 @@ describe('DynamoDB faults (at the SDK client seam)', () => {
   });
 
   it('500s on the release of a deletion', async () => {
-    await deleteThrough('f-ddb-500-release', () => {
-      lab.failDynamo('*', 'server-error', 3);
-    });
+    await deleteThrough('f-ddb-500-release', () => lab.failDynamo('*', 'server-error', 3));
     faults.push('DynamoDB 500 during a release');
   });
 });
