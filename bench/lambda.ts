@@ -9,7 +9,7 @@
  *   local API's request log, exec apart) and by DynamoDB operation.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -30,6 +30,7 @@ import type { EipEvent } from '../shared/events.js';
 import { eipHandler } from '../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../shared/observability/log.js';
 import type { Deps } from '../shared/ports.js';
+import { UsageError } from './e2e.js';
 import { countingClient } from './lib/counting-client.js';
 import { verbAndResource } from './lib/kube-requests.js';
 import type { Suite } from './run.js';
@@ -103,6 +104,7 @@ export const suite: Suite = {
     const n = Number(args.find((a) => a.startsWith('--eips='))?.split('=')[1] ?? 40);
     const runs = Number(args.find((a) => a.startsWith('--runs='))?.split('=')[1] ?? 7);
     const node = args.find((a) => a.startsWith('--node='))?.split('=')[1] ?? process.execPath;
+    if (!existsSync(node)) throw new UsageError(`--node: no such file ${node}`);
     const nodeVersion = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
     const dir = mkdtempSync(join(tmpdir(), 'eip-bench-'));
     try {
