@@ -21,6 +21,7 @@ const DEFAULTS = {
   vpcSecurityGroupIds: '',
   bridgeOidcIssuer: '',
   execTimeoutMs: '20000',
+  sourceMaps: 'false',
   addConcurrency: '10',
   updateConcurrency: '10',
   resetConcurrency: '5',
@@ -91,6 +92,9 @@ function validate(raw) {
       `parameter execTimeoutMs must be an integer between 1000 and 25000 (below the 30 s function timeout), got "${v.execTimeoutMs}"`,
     );
 
+  if (!['true', 'false'].includes(v.sourceMaps))
+    problems.push(`parameter sourceMaps must be true or false, got "${v.sourceMaps}"`);
+
   const concurrency = {};
   for (const fn of FUNCTIONS) {
     const key = `${fn}Concurrency`;
@@ -115,6 +119,8 @@ function validate(raw) {
     logLevel: v.logLevel,
     alarmTopicArn: v.alarmTopicArn,
     execTimeoutMs: String(execTimeoutMs),
+    // A source map in each zip only when asked: it doubles the artifact and is read only with --enable-source-maps.
+    sourceMaps: v.sourceMaps === 'true' ? 'linked' : false,
     // Each function's VpcConfig (serverless.yml, resources.extensions); AWS::NoValue leaves the property out.
     vpcConfig: subnets.length ? { SubnetIds: subnets, SecurityGroupIds: groups } : { Ref: 'AWS::NoValue' },
     vpcManagedPolicies: subnets.length

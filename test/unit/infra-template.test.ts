@@ -108,6 +108,22 @@ describe('docs/configuration.md', () => {
   });
 });
 
+/** File names in a zip's central directory (enough of the format to list an artifact; no unzip on CI). */
+function zipEntries(zip: Buffer): string[] {
+  const end = zip.lastIndexOf(Buffer.from([0x50, 0x4b, 0x05, 0x06]));
+  if (end < 0) throw new Error('not a zip: no end of central directory');
+  const count = zip.readUInt16LE(end + 10);
+  let at = zip.readUInt32LE(end + 16);
+  const names: string[] = [];
+  for (let i = 0; i < count; i++) {
+    if (zip.readUInt32LE(at) !== 0x02014b50) throw new Error('corrupt central directory');
+    const nameLength = zip.readUInt16LE(at + 28);
+    names.push(zip.toString('utf8', at + 46, at + 46 + nameLength));
+    at += 46 + nameLength + zip.readUInt16LE(at + 30) + zip.readUInt16LE(at + 32);
+  }
+  return names;
+}
+
 describe('npm run package', () => {
   let out: string;
   let template: Json;
@@ -140,6 +156,11 @@ describe('npm run package', () => {
     for (const p of ['eksClusterName', 'eksEndpoint', 'eksCaData'])
       expect(text).toContain(`parameter ${p} is required`);
   }, 120_000);
+
+  it('ship each function as its bundle alone: no source map in the zip unless sourceMaps=true', () => {
+    for (const fn of ['add', 'update', 'reset', 'delete', 'gc'])
+      expect(zipEntries(readFileSync(join(out, `${fn}.zip`)))).toEqual([`functions/${fn}/handler.cjs`]);
+  });
 
   const FUNCTIONS = { add: 'Add', update: 'Update', reset: 'Reset', delete: 'Delete', gc: 'Gc' } as const;
   const statements = (role: Json): Json[] =>
