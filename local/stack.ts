@@ -11,11 +11,14 @@ import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { buildDeps } from '../shared/adapters/live.js';
 import { auditDepsOf, startDriftRepair } from '../shared/audit/live.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
+import { BRIDGE_SERVICE } from '../shared/bridge/metrics.js';
 import { loadConfig } from '../shared/config/config.js';
 import { jsonLogger, type Level } from '../shared/observability/log.js';
 import type { Logger } from '../shared/ports.js';
 import { startStandIns } from './controllers/index.js';
 import { type KubeOvnEipMode, startKubeOvnEipModel } from './controllers/kube-ovn-eip.js';
+import { MetricRecorder } from './dashboard/recorder.js';
+import { type Dashboard, OutcomeLog, startDashboard } from './dashboard/server.js';
 import { demoObjects } from './demo.js';
 import { startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
@@ -39,6 +42,13 @@ export interface LocalStackOptions {
   /** In-process sink retries: attempts after the first, and the first backoff. */
   retries?: number;
   retryBackoffMs?: number;
+  /** In-process sink: keep retrying at least this long before parking a dead letter (default: the longest lease). */
+  retryForMs?: number;
+  /**
+   * Serve the local dashboard (local/dashboard) on 127.0.0.1 at this port (0 = a free one); undefined = none.
+   * With it, the metrics the handlers and the bridge emit are kept in memory for the page.
+   */
+  dashboardPort?: number;
   /** Bridge resync period. */
   resyncMs?: number;
   /** Period of the gateway drift check and repair (shared/audit); default the resync period (10 min); 0 = off. */
@@ -66,6 +76,8 @@ export interface LocalStack {
   /** The handlers' DynamoDB client (benchmarks count its requests with a middleware). */
   dynamo: DynamoDBClient;
   deadLetters(): ReturnType<ReturnType<typeof inProcessSink>['deadLetters']>;
+  /** The local dashboard's URL, when it was asked for (dashboardPort). */
+  dashboardUrl?: string;
   /** Resolves when the in-process sink has nothing queued or running. */
   idle(): Promise<void>;
   stop(): Promise<void>;
@@ -150,12 +162,25 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       if (broken.length > 0)
         say(`leases: broke ${broken.length} lease(s) the previous run of this stack held when it stopped`);
     }
-    const deps = { ...buildDeps(config, { kubeConfig, dynamo: client, log }), newId: instance.holderId };
+    // With the dashboard, every metric point is kept for it (the Metrics port seam), as CloudWatch would get it.
+    const recorder = options.dashboardPort !== undefined ? new MetricRecorder() : undefined;
+    const outcomes = recorder ? new OutcomeLog() : undefined;
+    const deps = {
+      ...buildDeps(config, {
+        kubeConfig,
+        dynamo: client,
+        log,
+        ...(recorder && { metrics: recorder.forService(config.service) }),
+      }),
+      newId: instance.holderId,
+    };
     const sink = inProcessSink({
       getDeps: async () => deps,
       retries: options.retries ?? 5,
       backoffMs: options.retryBackoffMs ?? 500,
+      ...(options.retryForMs !== undefined && { retryForMs: options.retryForMs }),
       log,
+      ...(outcomes && { onOutcome: (event, outcome) => outcomes.add(event, outcome) }),
     });
     const bridge = await startBridge({
       kubeConfig,
@@ -164,6 +189,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       log,
       ...(options.resyncMs !== undefined && { resyncMs: options.resyncMs }),
       ...(options.healthPort !== undefined && { healthPort: options.healthPort }),
+      // The bridge's heartbeat, failures, queue depth and foreign writers, once per local dashboard period.
+      ...(recorder && { metrics: recorder.forService(BRIDGE_SERVICE), heartbeatMs: 10_000 }),
     });
     stops.push(() => bridge.drain(10_000));
     await bridge.ready();
@@ -176,6 +203,21 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     say(
       `bridge: watching kubeovn.io/v1 EIPs, NAT rules, QoS policies and gateway pods in ${NAMESPACE}${bridge.healthUrl ? `; health at ${bridge.healthUrl}` : ''}`,
     );
+
+    let dashboard: Dashboard | undefined;
+    if (recorder && outcomes) {
+      dashboard = await startDashboard({
+        recorder,
+        kubeConfig,
+        dynamo: client,
+        tableName: TABLE_NAME,
+        deadLetters: () => sink.deadLetters(),
+        outcomes: () => outcomes.list(),
+        port: options.dashboardPort,
+      });
+      stops.push(() => dashboard!.close());
+      say(`dashboard: ${dashboard.url} (read-only, loopback only)`);
+    }
 
     if (options.demo !== false) await seedDemo(kubeConfig, say);
 
@@ -196,6 +238,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       tableName: TABLE_NAME,
       dynamo: client,
       deadLetters: () => sink.deadLetters(),
+      ...(dashboard && { dashboardUrl: dashboard.url }),
       idle: () => sink.idle(),
       stop,
     };

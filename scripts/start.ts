@@ -11,13 +11,16 @@ const USAGE = `usage: npm start -- [options]
 
 Runs eip-lambdas on one machine: a local DynamoDB (dynalite), a local Kubernetes API with kube-ovn's CRDs and a
 simulated NAT gateway, the bridge, and the four handlers. Writes a kubeconfig for kubectl, then prints a line
-starting with "ready:". Ctrl-C drains and exits.
+starting with "ready:" (with dashboard=http://127.0.0.1:PORT/, the local dashboard: EIPs, subnet use, dead
+letters, handler outcomes and the CloudWatch dashboard's widgets from local metrics). Ctrl-C drains and exits.
 
 options:
   --port N            port of the Kubernetes API (default: a free one)
   --kubeconfig FILE   where to write the kubeconfig (default: .local/kubeconfig)
   --data-dir DIR      keep Kubernetes objects and allocations in DIR across restarts (default: in memory);
                       a restart breaks the leases the previous run held when it was killed
+  --dashboard-port N  port of the local dashboard on 127.0.0.1 (default: a free one)
+  --no-dashboard      do not serve the local dashboard (its metrics are then not kept either)
   --no-demo           start empty (no ConfigMaps, subnet, gateway, QoS policy or EIP)
   --with-kube-ovn-eip-controller
                       also run a MODEL of kube-ovn 1.12's own IptablesEIP controller (its own IPAM, eip-add,
@@ -45,6 +48,8 @@ async function main(): Promise<void> {
         kubeconfig: { type: 'string' },
         'data-dir': { type: 'string' },
         'no-demo': { type: 'boolean' },
+        'dashboard-port': { type: 'string' },
+        'no-dashboard': { type: 'boolean' },
         'with-kube-ovn-eip-controller': { type: 'boolean' },
         'with-kube-ovn-eip-workers-off': { type: 'boolean' },
         'log-level': { type: 'string' },
@@ -61,6 +66,11 @@ async function main(): Promise<void> {
   const port = values.port === undefined ? 0 : Number(values.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     fail(`--port must be a port number, got "${values.port}"`);
+  const dashboardPort = values['dashboard-port'] === undefined ? 0 : Number(values['dashboard-port']);
+  if (!Number.isInteger(dashboardPort) || dashboardPort < 0 || dashboardPort > 65535)
+    fail(`--dashboard-port must be a port number, got "${values['dashboard-port']}"`);
+  if (values['no-dashboard'] && values['dashboard-port'] !== undefined)
+    fail('--no-dashboard and --dashboard-port exclude each other');
   if (values['with-kube-ovn-eip-controller'] && values['with-kube-ovn-eip-workers-off'])
     fail('--with-kube-ovn-eip-controller and --with-kube-ovn-eip-workers-off exclude each other');
   const kubeOvnEipController = values['with-kube-ovn-eip-controller']
@@ -78,9 +88,10 @@ async function main(): Promise<void> {
     ...(kubeOvnEipController && { kubeOvnEipController }),
     logLevel: level,
     healthPort: 0,
+    ...(!values['no-dashboard'] && { dashboardPort }),
   });
   process.stdout.write(
-    `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}\n`,
+    `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}${stack.dashboardUrl ? ` dashboard=${stack.dashboardUrl}` : ''}\n`,
   );
   process.stdout.write(`try: kubectl --kubeconfig ${stack.kubeconfig} get iptables-eips\n`);
   process.stdout.write(

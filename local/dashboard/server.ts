@@ -1,0 +1,318 @@
+/**
+ * The local dashboard: a read-only page on loopback, served by the local stack (`npm start`). The page (page/) is
+ * bundled with its chart library (uPlot) by esbuild when the server starts; it polls /api/state once a second.
+ * Nothing on the page comes from anywhere but this server (Content-Security-Policy `default-src 'self'`).
+ * See local/dashboard/README.md.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { paginateScan } from '@aws-sdk/client-dynamodb';
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { build } from 'esbuild';
+import type { Outcome } from '../../shared/core/outcome.js';
+import { capacity, hostCount, poolsOf } from '../../shared/domain/addressing.js';
+import {
+  externalNetworkOf,
+  GROUP,
+  type IptablesEip,
+  type Subnet,
+  VERSION,
+  type VpcNatGateway,
+} from '../../shared/domain/kube-ovn.js';
+import type { EipEvent } from '../../shared/events.js';
+import { localWidgets, type MetricRecorder } from './recorder.js';
+
+export interface DeadLetterRow {
+  event: EipEvent;
+  error: string;
+  attempts: number;
+  at: string;
+}
+
+export interface OutcomeRow {
+  at: string;
+  handler: string;
+  eip: string;
+  reason: string;
+  status: Outcome['status'];
+  detail: string;
+}
+
+export interface DashboardOptions {
+  recorder: MetricRecorder;
+  kubeConfig: KubeConfig;
+  dynamo: DynamoDBClient;
+  tableName: string;
+  deadLetters: () => DeadLetterRow[];
+  outcomes: () => readonly OutcomeRow[];
+  /** Port on 127.0.0.1 (0 = a free one). */
+  port?: number;
+}
+
+export interface Dashboard {
+  url: string;
+  close(): Promise<void>;
+}
+
+export interface SubnetUse {
+  subnet: string;
+  family: number;
+  cidr: string;
+  used: number;
+  free: number;
+  excluded: number;
+  error?: string;
+}
+
+export interface EipRow {
+  name: string;
+  ip: string;
+  gateway: string;
+  qosPolicy: string;
+  ready: boolean;
+  lastTransition: string;
+}
+
+const HEADERS = {
+  'content-security-policy':
+    "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+};
+
+/** Keeps the outcomes of the last handler runs, newest first. */
+export class OutcomeLog {
+  private rows: OutcomeRow[] = [];
+  constructor(private readonly max = 50) {}
+  add(event: EipEvent, outcome: Outcome): void {
+    const detail =
+      outcome.status === 'applied'
+        ? outcome.actions.join(', ')
+        : outcome.status === 'skipped'
+          ? outcome.reason
+          : outcome.status === 'rejected'
+            ? `${outcome.code}: ${outcome.message}`
+            : '';
+    this.rows.unshift({
+      at: new Date().toISOString(),
+      handler: event.handler,
+      eip: event.object.name,
+      reason: event.reason,
+      status: outcome.status,
+      detail,
+    });
+    if (this.rows.length > this.max) this.rows.length = this.max;
+  }
+  list(): readonly OutcomeRow[] {
+    return this.rows;
+  }
+}
+
+async function bundlePage(): Promise<{ js: string; css: string }> {
+  const dir = join(import.meta.dirname, 'page');
+  const out = await build({
+    entryPoints: [join(dir, 'main.ts')],
+    bundle: true,
+    write: false,
+    format: 'iife',
+    target: 'es2020',
+    minify: true,
+    outdir: 'out',
+    loader: { '.css': 'css' },
+    logLevel: 'silent',
+  });
+  const js = out.outputFiles.find((f) => f.path.endsWith('.js'))?.text ?? '';
+  const css = out.outputFiles.find((f) => f.path.endsWith('.css'))?.text ?? '';
+  return { js, css };
+}
+
+const HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>eip-lambdas: local dashboard</title>
+<link rel="stylesheet" href="/app.css">
+</head>
+<body>
+<header><h1>eip-lambdas <span class="sub">local dashboard</span></h1><p id="status" role="status" aria-live="polite">loading…</p></header>
+<main>
+<section aria-labelledby="eips-h"><h2 id="eips-h">IptablesEIPs</h2><div class="scroll" tabindex="0"><table id="eips"><caption class="sr">IptablesEIPs, their address, gateway, QoS policy and readiness</caption><thead><tr><th scope="col">name</th><th scope="col">IP</th><th scope="col">gateway</th><th scope="col">QoS policy</th><th scope="col">Ready</th><th scope="col">last transition</th></tr></thead><tbody></tbody></table></div></section>
+<section aria-labelledby="subnets-h"><h2 id="subnets-h">External subnets</h2><div id="subnets"></div></section>
+<section aria-labelledby="dl-h"><h2 id="dl-h">Dead letters</h2><div class="scroll" tabindex="0"><table id="dead-letters"><caption class="sr">Events that failed every retry, with their last error</caption><thead><tr><th scope="col">parked at</th><th scope="col">handler</th><th scope="col">EIP</th><th scope="col">reason</th><th scope="col">attempts</th><th scope="col">error</th></tr></thead><tbody></tbody></table></div></section>
+<section aria-labelledby="out-h"><h2 id="out-h">Recent handler outcomes</h2><div class="scroll" tabindex="0"><table id="outcomes"><caption class="sr">The last handler runs, newest first</caption><thead><tr><th scope="col">at</th><th scope="col">handler</th><th scope="col">EIP</th><th scope="col">reason</th><th scope="col">outcome</th><th scope="col">detail</th></tr></thead><tbody></tbody></table></div></section>
+<section aria-labelledby="widgets-h"><h2 id="widgets-h">The CloudWatch dashboard's widgets, from local metrics</h2><p class="note" id="widgets-note"></p><div id="widgets" class="grid"></div></section>
+</main>
+<script src="/app.js"></script>
+</body>
+</html>
+`;
+
+export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
+  const page = await bundlePage();
+  const customs = options.kubeConfig.makeApiClient(CustomObjectsApi);
+  const list = async <T>(plural: string): Promise<T[]> =>
+    ((await customs.listClusterCustomObject({ group: GROUP, version: VERSION, plural })) as { items: T[] })
+      .items;
+
+  async function heldPerPool(): Promise<Map<string, number>> {
+    const held = new Map<string, number>();
+    for await (const pageOut of paginateScan(
+      { client: options.dynamo },
+      {
+        TableName: options.tableName,
+        ProjectionExpression: '#s, #f, #a, #o',
+        ExpressionAttributeNames: { '#s': 'subnet', '#f': 'family', '#a': 'address', '#o': 'ownerUid' },
+        ConsistentRead: true,
+      },
+    ))
+      for (const it of pageOut.Items ?? []) {
+        if (!it.ownerUid?.S || !it.address?.S || !it.subnet?.S) continue;
+        const k = `${it.subnet.S}|${it.family?.N ?? '4'}`;
+        held.set(k, (held.get(k) ?? 0) + 1);
+      }
+    return held;
+  }
+
+  async function state(): Promise<unknown> {
+    const now = Date.now();
+    options.recorder.prune();
+    const errors: string[] = [];
+    const [eips, subnets, gateways, held] = await Promise.all([
+      list<IptablesEip>('iptables-eips').catch((e: unknown) => {
+        errors.push(`EIPs: ${String(e)}`);
+        return [];
+      }),
+      list<Subnet>('subnets').catch(() => []),
+      list<VpcNatGateway>('vpc-nat-gateways').catch(() => []),
+      heldPerPool().catch((e: unknown) => {
+        errors.push(`allocations: ${String(e)}`);
+        return new Map<string, number>();
+      }),
+    ]);
+    const external = new Set<string>([
+      ...eips.map((e) => externalNetworkOf(e)),
+      ...gateways.flatMap((g) => g.spec.externalSubnets ?? []),
+      ...[...held.keys()].map((k) => k.split('|')[0]!),
+    ]);
+    const subnetUse: SubnetUse[] = [];
+    for (const name of [...external].sort()) {
+      const sub = subnets.find((s) => s.metadata.name === name);
+      if (!sub) {
+        subnetUse.push({
+          subnet: name,
+          family: 4,
+          cidr: '',
+          used: 0,
+          free: 0,
+          excluded: 0,
+          error: 'no such Subnet',
+        });
+        continue;
+      }
+      try {
+        for (const pool of poolsOf(sub)) {
+          const cap = capacity(pool);
+          const used = held.get(`${pool.subnet}|${pool.family}`) ?? 0;
+          const big = cap > 1_000_000_000n;
+          subnetUse.push({
+            subnet: name,
+            family: pool.family,
+            cidr: pool.cidr,
+            used,
+            free: big ? Number.MAX_SAFE_INTEGER : Math.max(0, Number(cap) - used),
+            excluded: big ? 0 : Number(hostCount(pool) - cap),
+          });
+        }
+      } catch (e) {
+        subnetUse.push({
+          subnet: name,
+          family: 4,
+          cidr: '',
+          used: 0,
+          free: 0,
+          excluded: 0,
+          error: String(e),
+        });
+      }
+    }
+    const eipRows: EipRow[] = eips
+      .map((e) => {
+        const last = [...(e.status?.conditions ?? [])]
+          .filter((c) => c.lastTransitionTime)
+          .sort((a, b) => (a.lastTransitionTime! < b.lastTransitionTime! ? 1 : -1))[0];
+        return {
+          name: e.metadata.name,
+          ip: e.status?.ip ?? '',
+          gateway: e.spec.natGwDp ?? '',
+          qosPolicy: e.status?.qosPolicy ?? e.spec.qosPolicy ?? '',
+          ready: e.status?.ready === true,
+          lastTransition: last ? `${last.lastTransitionTime} (${last.type}=${last.status})` : '',
+        };
+      })
+      .sort((a, b) => (a.name < b.name ? -1 : 1));
+    const deadLetters = options.deadLetters().map((d) => ({
+      at: d.at,
+      handler: d.event.handler,
+      eip: d.event.object.name,
+      reason: d.event.reason,
+      attempts: d.attempts,
+      error: d.error,
+    }));
+    const widgets = localWidgets(options.recorder.all(), now);
+    return {
+      at: new Date(now).toISOString(),
+      errors,
+      eips: eipRows,
+      subnets: subnetUse,
+      deadLetters,
+      outcomes: options.outcomes(),
+      widgets,
+    };
+  }
+
+  const send = (res: ServerResponse, code: number, type: string, body: string) => {
+    res.writeHead(code, { ...HEADERS, 'content-type': type });
+    res.end(body);
+  };
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      return send(res, 405, 'text/plain; charset=utf-8', 'read-only\n');
+    }
+    const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
+    if (path === '/') return send(res, 200, 'text/html; charset=utf-8', HTML);
+    if (path === '/app.js') return send(res, 200, 'text/javascript; charset=utf-8', page.js);
+    if (path === '/app.css') return send(res, 200, 'text/css; charset=utf-8', page.css);
+    if (path === '/favicon.ico') {
+      res.writeHead(204, HEADERS);
+      res.end();
+      return;
+    }
+    if (path === '/api/state')
+      return send(res, 200, 'application/json; charset=utf-8', JSON.stringify(await state()));
+    return send(res, 404, 'text/plain; charset=utf-8', 'not found\n');
+  };
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', `${String(e)}\n`);
+      else res.end();
+    });
+  });
+  await new Promise<void>((ok, ko) => {
+    server.once('error', ko);
+    server.listen(options.port ?? 0, '127.0.0.1', () => ok());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/`,
+    close: () =>
+      new Promise<void>((ok) => {
+        server.closeAllConnections();
+        server.close(() => ok());
+      }),
+  };
+}
