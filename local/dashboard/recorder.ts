@@ -82,6 +82,8 @@ export interface LocalLine {
 
 export interface LocalWidget {
   title: string;
+  /** The row of the CloudWatch layout the widget is on (a new row starts at the left edge). */
+  row: number;
   width: number;
   /** CloudWatch period (s) and the local one. */
   period: number;
@@ -109,7 +111,7 @@ export function matches(line: SearchLine, p: Point): boolean {
 
 /** Every widget of the definition, with its SEARCH lines evaluated over the recorded points. */
 export function localWidgets(points: readonly Point[], now: number): LocalWidget[] {
-  return DASHBOARD_ROWS.flat().map((w) => {
+  return DASHBOARD_ROWS.flatMap((row, r) => row.map((w) => ({ ...w, row: r }))).map((w) => {
     const localPeriod = Math.max(1, Math.round(w.period / LOCAL_PERIOD_DIVISOR));
     const end = Math.floor(now / 1000 / localPeriod) * localPeriod + localPeriod;
     const start = end - localPeriod * BUCKETS;
@@ -151,6 +153,7 @@ export function localWidgets(points: readonly Point[], now: number): LocalWidget
     });
     return {
       title: w.title,
+      row: w.row,
       width: w.width,
       period: w.period,
       localPeriod,

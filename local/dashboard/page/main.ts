@@ -21,6 +21,7 @@ interface Line {
 }
 interface Widget {
   title: string;
+  row: number;
   width: number;
   period: number;
   localPeriod: number;
@@ -149,6 +150,8 @@ function renderWidgets(s: State): void {
     let card = document.getElementById(id);
     if (!card) {
       card = el('figure', undefined, { id, class: `card span${w.width}`, 'data-title': w.title });
+      // The first widget of a CloudWatch row starts a new row here too.
+      if (s.widgets[i - 1]?.row !== w.row) card.classList.add('row-start');
       const cap = el('figcaption');
       cap.append(el('h3', w.title));
       card.append(cap, el('div', undefined, { class: 'plot' }), el('ul', undefined, { class: 'totals' }));

@@ -1,0 +1,237 @@
+/**
+ * The local dashboard in a real browser: Debian's chromium, headless, driven by playwright-core. One local stack,
+ * one browser. The page must load with no console errors and request nothing but its own loopback origin; show the
+ * demo EIP; show a new EIP shortly after it becomes Ready, with the allocation count and the subnet bar moving;
+ * and show a handler failure (an injected eip-add failure on the gateway) as a dead letter with its error.
+ * Screenshots go to .ci/out/screenshots/ (CI artifacts); with EIP_DASHBOARD_SCREENSHOT=docs the wide one is also
+ * written to docs/dashboard.png (the README's).
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalStack, startLocalStack } from '../../local/stack.js';
+import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { memoryLogger } from '../../shared/observability/log.js';
+
+// The callbacks given to page.evaluate/waitForFunction run in the browser; the project's types are Node's only.
+interface El {
+  textContent: string | null;
+  children: ArrayLike<El>;
+  tagName: string;
+  getAttribute(name: string): string | null;
+  blur?(): void;
+}
+declare const document: {
+  querySelector(s: string): El | null;
+  querySelectorAll(s: string): Iterable<El>;
+  getElementById(id: string): El | null;
+  activeElement: El | null;
+  documentElement: { scrollWidth: number };
+};
+declare const window: { innerWidth: number };
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const skip = !existsSync(CHROMIUM);
+if (skip)
+  console.warn(
+    `dashboard-browser: SKIPPED: no chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`,
+  );
+
+const root = join(import.meta.dirname, '../..');
+const shots = join(root, '.ci/out/screenshots');
+
+let stack: LocalStack;
+let dir: string;
+let browser: Browser;
+let page: Page;
+let custom: CustomObjectsApi;
+const consoleErrors: string[] = [];
+const foreignRequests: string[] = [];
+
+const eip = (name: string) => ({
+  apiVersion: 'kubeovn.io/v1',
+  kind: 'IptablesEIP',
+  metadata: { name },
+  spec: { natGwDp: 'gw1' },
+});
+
+async function getEip(name: string): Promise<IptablesEip | undefined> {
+  return (await custom
+    .getClusterCustomObject({ group: 'kubeovn.io', version: 'v1', plural: 'iptables-eips', name })
+    .catch(() => undefined)) as IptablesEip | undefined;
+}
+
+/** The Allocations widget's total over the window, and the external subnet's used count, as the page shows them. */
+async function shown(): Promise<{ allocations: number; used: number }> {
+  return page.evaluate(() => {
+    const allocations = [...document.querySelectorAll('li[data-metric="Allocations"]')].reduce(
+      (n, li) => n + Number(li.getAttribute('data-total') ?? 0),
+      0,
+    );
+    const used = Number(
+      document.querySelector('.subnet[data-subnet="ovn-vpc-external-network"]')?.getAttribute('data-used') ??
+        -1,
+    );
+    return { allocations, used };
+  });
+}
+
+const rowReady = (name: string) =>
+  page.waitForFunction(
+    (n) => {
+      const row = document.querySelector(`#eips tbody tr[data-key="${n}"]`);
+      return row && row.children[4]?.textContent === 'yes' && row.children[1]?.textContent !== '—';
+    },
+    name,
+    { polling: 50, timeout: 20_000 },
+  );
+
+describe.skipIf(skip)('local dashboard in headless chromium', () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'eip-dashboard-'));
+    mkdirSync(shots, { recursive: true });
+    stack = await startLocalStack({
+      kubeconfig: join(dir, 'kubeconfig'),
+      log: memoryLogger('error'),
+      say: () => {},
+      dashboardPort: 0,
+      // A failure is parked as a dead letter after one retry, not after the longest lease.
+      retries: 1,
+      retryBackoffMs: 50,
+      retryForMs: 0,
+    });
+    const kc = new KubeConfig();
+    kc.loadFromFile(stack.kubeconfig);
+    custom = kc.makeApiClient(CustomObjectsApi);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+    page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    page.on('console', (m) => {
+      if (m.type() === 'error') consoleErrors.push(m.text());
+    });
+    page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    const origin = new URL(stack.dashboardUrl!).origin;
+    page.on('request', (r) => {
+      if (!r.url().startsWith(`${origin}/`)) foreignRequests.push(r.url());
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves on loopback with a same-origin-only policy, and loads with no console errors showing the demo EIP', async () => {
+    expect(stack.dashboardUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    const res = await page.goto(stack.dashboardUrl!);
+    expect(res?.status()).toBe(200);
+    expect(res?.headers()['content-security-policy']).toMatch(/^default-src 'self'/);
+    await rowReady('demo-eip');
+    const row = (await page.locator('#eips tbody tr[data-key="demo-eip"]').textContent()) ?? '';
+    expect(row).toContain('gw1');
+    expect(row).toContain('qos-demo');
+    expect(row).toMatch(/172\.18\.0\.\d+/);
+    // Charts are drawn by the bundled library (uPlot) into canvases.
+    await page.waitForSelector('#widgets .uplot canvas');
+    // Keyboard: the first Tab lands on a focusable region of the page.
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.tagName)).not.toBe('BODY');
+    expect(consoleErrors).toEqual([]);
+    expect(foreignRequests).toEqual([]);
+    expect((await page.request.post(stack.dashboardUrl!)).status()).toBe(405);
+  });
+
+  it('shows a new EIP within 2 s of it becoming Ready; the allocation count and the subnet bar move', async () => {
+    const before = await shown();
+    expect(before.used).toBeGreaterThan(0);
+    const name = 'dash-eip-1';
+    const row = rowReady(name).then(() => Date.now());
+    await custom.createClusterCustomObject({
+      group: 'kubeovn.io',
+      version: 'v1',
+      plural: 'iptables-eips',
+      body: eip(name),
+    });
+    let readyAt = 0;
+    for (let i = 0; i < 800 && !readyAt; i++) {
+      const e = await getEip(name);
+      if (e?.status?.ready && e.status.ip) readyAt = Date.now();
+      else await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(readyAt, `${name} never became Ready`).toBeGreaterThan(0);
+    const rowAt = await row;
+    console.log(`dashboard-browser: ${name} row appeared ${Math.max(0, rowAt - readyAt)} ms after Ready`);
+    expect(rowAt - readyAt).toBeLessThan(2000);
+    await page.waitForFunction(
+      (b) => {
+        const used = Number(
+          document
+            .querySelector('.subnet[data-subnet="ovn-vpc-external-network"]')
+            ?.getAttribute('data-used'),
+        );
+        const alloc = [...document.querySelectorAll('li[data-metric="Allocations"]')].reduce(
+          (n, li) => n + Number(li.getAttribute('data-total') ?? 0),
+          0,
+        );
+        return used === b.used + 1 && alloc === b.allocations + 1;
+      },
+      before,
+      { polling: 100, timeout: 10_000 },
+    );
+    expect(consoleErrors).toEqual([]);
+  });
+
+  it('shows a handler failure as a dead letter with its error', async () => {
+    const fault = stack.api.faults.failExec({
+      command: 'eip-add',
+      exitCode: 1,
+      stderr: 'injected: eip-add refused',
+      times: Number.POSITIVE_INFINITY,
+    });
+    try {
+      await custom.createClusterCustomObject({
+        group: 'kubeovn.io',
+        version: 'v1',
+        plural: 'iptables-eips',
+        body: eip('doomed-eip'),
+      });
+      const letter = page.locator('#dead-letters tbody tr[data-key="add/doomed-eip"]');
+      await letter.waitFor({ timeout: 20_000 });
+      const text = (await letter.textContent()) ?? '';
+      expect(text).toContain('doomed-eip');
+      expect(text).toMatch(/exit|eip-add|injected/i);
+      await page.waitForFunction(
+        () => /[1-9]\d* dead letter/.test(document.getElementById('status')?.textContent ?? ''),
+        undefined,
+        {
+          timeout: 5_000,
+        },
+      );
+      expect(fault.hits).toBeGreaterThanOrEqual(2);
+      await page.screenshot({ path: join(shots, 'dashboard-wide.png'), fullPage: true });
+      await page.evaluate(() => document.activeElement?.blur?.());
+      if (process.env.EIP_DASHBOARD_SCREENSHOT === 'docs')
+        await page.screenshot({ path: join(root, 'docs/dashboard.png'), fullPage: false });
+    } finally {
+      fault.cancel();
+    }
+    expect(consoleErrors).toEqual([]);
+    expect(foreignRequests).toEqual([]);
+  });
+
+  it('works on a narrow window: nothing wider than the viewport', async () => {
+    await page.setViewportSize({ width: 380, height: 800 });
+    // One more poll after the resize, so the charts have been redrawn at the new width.
+    const status = await page.locator('#status').textContent();
+    await page.waitForFunction((old) => document.getElementById('status')?.textContent !== old, status, {
+      timeout: 10_000,
+    });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    await page.screenshot({ path: join(shots, 'dashboard-narrow.png'), fullPage: true });
+    expect(overflow).toBeLessThanOrEqual(0);
+    expect(consoleErrors).toEqual([]);
+  });
+});
