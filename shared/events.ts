@@ -33,6 +33,19 @@ export const REASONS = [
 ] as const;
 export type Reason = (typeof REASONS)[number];
 
+/** The values status.nat can take: the kinds of NAT rule naming the EIP, in the order dnat, fip, snat. */
+export const NAT_HINTS = [
+  '',
+  'dnat',
+  'fip',
+  'snat',
+  'dnat,fip',
+  'dnat,snat',
+  'fip,snat',
+  'dnat,fip,snat',
+] as const;
+export type NatHint = (typeof NAT_HINTS)[number];
+
 export const EVENT_SOURCE = 'eip-lambdas.bridge';
 export const detailTypeOf = (h: HandlerName): string => `IptablesEIP ${h}`;
 
@@ -57,6 +70,11 @@ export interface EipEvent {
   object: { kind?: 'IptablesEIP'; name: string; uid?: string; resourceVersion?: string };
   gateway?: string;
   emittedAt?: string;
+  /**
+   * status.nat as the bridge's NAT rule informers saw it when the event was sent (ADR 0041): a hint. A handler uses
+   * it only when it equals the EIP's status.nat (nothing to write); otherwise, or without it, it lists the rules.
+   */
+  nat?: NatHint;
   old?: ObjectSnapshot;
   new?: ObjectSnapshot;
 }
@@ -139,7 +157,18 @@ function snapshot(v: unknown, path: string): ObjectSnapshot | undefined {
 
 function parseDetail(d: unknown, path: string): EipEvent {
   if (!isObj(d)) fail(path, 'must be an object');
-  onlyKeys(d, path, ['version', 'id', 'handler', 'reason', 'object', 'gateway', 'emittedAt', 'old', 'new']);
+  onlyKeys(d, path, [
+    'version',
+    'id',
+    'handler',
+    'reason',
+    'object',
+    'gateway',
+    'emittedAt',
+    'nat',
+    'old',
+    'new',
+  ]);
   if (d.version !== 1) fail(`${path}.version`, `must be 1, got ${JSON.stringify(d.version)}`);
   const id = str(d, 'id', path, { required: true, min: 1, max: 256 })!;
   const handler = d.handler;
@@ -171,6 +200,11 @@ function parseDetail(d: unknown, path: string): EipEvent {
   if (o.kind !== undefined) event.object.kind = 'IptablesEIP';
   if (gateway !== undefined) event.gateway = gateway;
   if (emittedAt !== undefined) event.emittedAt = emittedAt;
+  if (d.nat !== undefined) {
+    if (!NAT_HINTS.includes(d.nat as NatHint))
+      fail(`${path}.nat`, `must be one of ${NAT_HINTS.map((h) => JSON.stringify(h)).join(', ')}`);
+    event.nat = d.nat as NatHint;
+  }
   const old = snapshot(d.old, `${path}.old`);
   const neu = snapshot(d.new, `${path}.new`);
   if (old) event.old = old;

@@ -121,7 +121,11 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     slotOf: (q) => slotOf(q.event),
     idOf: (q) => q.event.id,
     run: async (q) => {
-      await sink.send(q.event);
+      // status.nat as the rule informers see it now, once every watch has listed: a hint the handlers use only when
+      // it matches the EIP's status.nat (ADR 0041). While a watch is away, nothing is claimed: they list.
+      const nat = source?.ready() ? tracker.natOf(q.event.object.name) : undefined;
+      const { nat: _stale, ...event } = q.event; // a requeued event may carry a hint from an earlier attempt
+      await sink.send(nat === undefined ? event : { ...event, nat });
       counters.eventsOut[q.event.handler]++;
       counters.observeLag(Date.now() - q.observedAt);
       // A blocked EIP is sent again after its backoff even when no watch event comes (its condition, unchanged,
