@@ -61,17 +61,19 @@ export interface Allocation {
 
 export interface Ipam {
   /**
-   * Claims `address` in `pool` for `owner`. Idempotent for the same owner uid.
+   * Claims `address` in `pool` for `owner`. Idempotent for the same owner uid. `placement`, when given, is recorded
+   * in the same write as a new claim (one request instead of a claim and a `place`, ADR 0041); an allocation the
+   * owner already holds is returned as it is, with its own placement (or none): `place` moves it.
    * @throws AddressConflictError when another owner holds it
    * @throws AddressOutOfRangeError when it is outside the pool or reserved (network, broadcast, gateway, excluded)
    */
-  claimAddress(pool: Pool, address: string, owner: Owner): Promise<Allocation>;
+  claimAddress(pool: Pool, address: string, owner: Owner, placement?: Placement): Promise<Allocation>;
   /**
    * Claims any free address in `pool` for `owner`; returns the owner's existing allocation in that pool
-   * if it already holds one (a retry never allocates twice).
+   * if it already holds one (a retry never allocates twice). `placement` as for claimAddress.
    * @throws NoAvailableAddressError when the pool is exhausted
    */
-  claimAny(pool: Pool, owner: Owner): Promise<Allocation>;
+  claimAny(pool: Pool, owner: Owner, placement?: Placement): Promise<Allocation>;
   /** Every allocation held by this owner uid, in any subnet. */
   findByOwner(ownerUid: string): Promise<Allocation[]>;
   /** Releases every allocation held by this owner uid; returns what was released. */

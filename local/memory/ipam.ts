@@ -27,7 +27,7 @@ export class MemoryIpam implements Ipam {
   /** (subnet|family) → addresses ever handed out */
   private readonly used = new Map<string, Set<string>>();
 
-  async claimAddress(pool: Pool, address: string, owner: Owner): Promise<Allocation> {
+  async claimAddress(pool: Pool, address: string, owner: Owner, placement?: Placement): Promise<Allocation> {
     assertClaimable(pool, address);
     const addr = canonicalAddress(address);
     const held = this.allocations.get(keyOf(pool.subnet, addr));
@@ -38,10 +38,10 @@ export class MemoryIpam implements Ipam {
         held.owner.uid,
       );
     }
-    return this.record(pool, addr, owner);
+    return this.record(pool, addr, owner, placement);
   }
 
-  async claimAny(pool: Pool, owner: Owner): Promise<Allocation> {
+  async claimAny(pool: Pool, owner: Owner, placement?: Placement): Promise<Allocation> {
     for (const a of this.allocations.values()) {
       if (a.subnet === pool.subnet && a.family === pool.family && a.owner.uid === owner.uid) return a;
     }
@@ -50,7 +50,7 @@ export class MemoryIpam implements Ipam {
       for (let v = r.start; v <= r.end; v++) {
         const addr = formatAddress(pool.family, v);
         if (!used.has(addr) && !this.allocations.has(keyOf(pool.subnet, addr)))
-          return this.record(pool, addr, owner);
+          return this.record(pool, addr, owner, placement);
       }
     }
     const released = this.released.get(`${pool.subnet}|${pool.family}`) ?? [];
@@ -67,7 +67,7 @@ export class MemoryIpam implements Ipam {
         continue;
       }
       released.splice(i, 1);
-      return this.record(pool, addr, owner);
+      return this.record(pool, addr, owner, placement);
     }
     throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
   }
@@ -112,8 +112,14 @@ export class MemoryIpam implements Ipam {
     return s;
   }
 
-  private record(pool: Pool, address: string, owner: Owner): Allocation {
-    const a: Allocation = { subnet: pool.subnet, family: pool.family, address, owner: { ...owner } };
+  private record(pool: Pool, address: string, owner: Owner, placement?: Placement): Allocation {
+    const a: Allocation = {
+      subnet: pool.subnet,
+      family: pool.family,
+      address,
+      owner: { ...owner },
+      ...(placement && { placement: { ...placement } }),
+    };
     this.allocations.set(keyOf(pool.subnet, address), a);
     this.usedSet(pool).add(address);
     return a;

@@ -1,5 +1,5 @@
 /**
- * The four EIP operations, read top-down: an operation takes the EIP's lease (the prelude: read, lease, re-read),
+ * The four EIP operations, read top-down: an operation takes the EIP's lease (the prelude: lease, then one read),
  * then converges. Every operation is safe to run twice, concurrently with a sibling, or out of order.
  *
  * Order of effects when configuring: finalizer → allocation (durable) → address on the gateway → its placement
@@ -90,16 +90,15 @@ async function readEip(inv: Invocation, deps: Deps): Promise<IptablesEip | Outco
 const isOutcome = (v: IptablesEip | Outcome): v is Outcome => 'status' in v && !('apiVersion' in v);
 
 /**
- * The one lease prelude: read the EIP (nothing to lease when it is gone), take its lease, read it again under the
- * lease (the first read only said whether there is anything to do), then run `body`.
+ * The one lease prelude: take the EIP's lease, read the EIP once under it, then run `body` (ADR 0041). An event for
+ * an EIP that is gone costs the two lease writes and nothing else; every add saves the read it would take to find
+ * that out before the lease.
  */
 async function underLease(
   inv: Invocation,
   deps: Deps,
   body: (run: Run, eip: IptablesEip) => Promise<Outcome>,
 ): Promise<Outcome> {
-  const first = await readEip(inv, deps);
-  if (isOutcome(first)) return first;
   return withLease(inv, deps, async () => {
     const eip = await readEip(inv, deps);
     if (isOutcome(eip)) return eip;
@@ -313,24 +312,26 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
   if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('finalizer');
 
-  // 2. Allocation, durable before the gateway is touched. Gateway pods' own addresses are claimed for the pods
-  //    first, so they are never handed to an EIP (ADR 0006).
+  // 2. Allocation, durable before the gateway is touched, with where the address is about to be configured in the
+  //    same write (ADR 0041: clean-up may then run eip-del where the add never happened, which changes nothing).
+  //    Gateway pods' own addresses are claimed for the pods first, so they are never handed to an EIP (ADR 0006).
   const pods = await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
+  const placement: Placement = { gateway: gwName, prefix: prefixLength(target.v4) };
   let v4: Allocation;
   if (requested) {
     const held = await deps.ipam.findByOwner(owner.uid);
-    v4 = await deps.ipam.claimAddress(target.v4, requested, owner);
+    v4 = await deps.ipam.claimAddress(target.v4, requested, owner, placement);
     // The user changed spec.v4ip before the EIP was ever configured: give back what the old request claimed.
     for (const a of held)
       if (a.family === 4 && a.address !== v4.address) await deps.ipam.release(a.subnet, a.address, owner.uid);
   } else {
-    v4 = await deps.ipam.claimAny(target.v4, owner); // the owner's existing allocation, if a retry
+    v4 = await deps.ipam.claimAny(target.v4, owner, placement); // the owner's existing allocation, if a retry
   }
   const v6 = target.v6 ? await deps.ipam.claimAny(target.v6, owner) : undefined;
   run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
 
-  // 3. The address on the gateway, and where it is recorded with the allocation.
-  const placement: Placement = { gateway: gwName, prefix: prefixLength(target.v4) };
+  // 3. The address on the gateway; its placement was recorded with the claim (a retry's older allocation may
+  //    still need it moved here).
   const pod = await runningGatewayPod(deps, gwName, pods);
   await run.gw(pod, 'eip-add', [`${v4.address}/${placement.prefix},${target.v4.gateway}`]);
   await recordPlacement(run, v4, placement);
@@ -623,7 +624,7 @@ async function writeConfiguredStatus(
     ready: true,
     ip: s.ip,
     redo: s.redo,
-    nat: natOf(await deps.cluster.listNatRulesForEip(eip.metadata.name)),
+    nat: await natStatus(run, eip),
     qosPolicy: s.qos.applied,
     conditions,
   });
@@ -639,6 +640,20 @@ async function writeConfiguredStatus(
   const before = eip.status?.conditions?.find((c) => c.reason === problem?.code && c.status === 'False');
   if (problem && !before)
     await deps.cluster.emitEvent(eip, { type: 'Warning', reason: problem.code, message: problem.message });
+}
+
+/**
+ * status.nat for a status write (display only: nothing is decided on it). The event's hint — what the bridge's NAT
+ * rule informers saw when it sent the event — is used only when it equals what the EIP already shows, so the
+ * answer is "no change" and nothing is listed; a hint that differs, or none, costs the three rule listings (ADR
+ * 0041). A stale hint cannot leave a wrong value for long: every rule change that makes status.nat wrong routes a
+ * later reset whose hint differs from it, and that one lists. Deletion never uses the hint: whether rules still
+ * name the EIP decides whether it may go.
+ */
+async function natStatus(run: Run, eip: IptablesEip): Promise<string> {
+  const hint = run.inv.event.nat;
+  if (hint !== undefined && hint === (eip.status?.nat ?? '')) return hint;
+  return natOf(await run.deps.cluster.listNatRulesForEip(eip.metadata.name));
 }
 
 /** The outcome of a configured EIP that still has a problem (already recorded in its conditions). */
@@ -801,7 +816,7 @@ async function reset(run: Run, eip0: IptablesEip): Promise<Outcome> {
       if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('labels');
     }
   }
-  const change = statusChanges(eip, { nat: natOf(await run.deps.cluster.listNatRulesForEip(name)) });
+  const change = statusChanges(eip, { nat: await natStatus(run, eip) });
   if (change) {
     await run.deps.cluster.patchEipStatus(name, change);
     run.did(`status nat=${change.nat}`);

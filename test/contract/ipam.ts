@@ -251,6 +251,32 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
         expect((await ipam.claimAddress(v4, '10.0.0.7', owner(2))).placement).toBeUndefined();
       });
 
+      it('records a placement given with a claim in the claim itself; a repeat keeps the one it has', async () => {
+        const { ipam } = await fresh();
+        const gw1 = { gateway: 'gw1', prefix: 24 };
+        const a = await ipam.claimAddress(v4, '10.0.0.7', owner(1), gw1);
+        expect(a.placement).toEqual(gw1);
+        expect((await ipam.findByOwner('uid-1'))[0]?.placement).toEqual(gw1);
+        // the same owner again, with another placement: its allocation as it is (place moves it)
+        expect(
+          (await ipam.claimAddress(v4, '10.0.0.7', owner(1), { gateway: 'gw2', prefix: 24 })).placement,
+        ).toEqual(gw1);
+        const b = await ipam.claimAny(v4, owner(2), gw1);
+        expect(b.placement).toEqual(gw1);
+        expect((await ipam.claimAny(v4, owner(2), { gateway: 'gw2', prefix: 24 })).placement).toEqual(gw1);
+        expect((await ipam.findByOwner('uid-2'))[0]?.placement).toEqual(gw1);
+        // without one, none
+        expect((await ipam.claimAny(v4, owner(3))).placement).toBeUndefined();
+        // released addresses handed out again carry only the new claim's placement
+        const all = [...(await fill(ipam, v4, 'f')), a, b];
+        for (const x of all) await ipam.release(x.subnet, x.address, x.owner.uid);
+        const again = await ipam.claimAny(v4, owner(4), { gateway: 'gw3', prefix: 24 });
+        expect(again.placement).toEqual({ gateway: 'gw3', prefix: 24 });
+        expect((await ipam.findByOwner('uid-4'))[0]?.placement).toEqual({ gateway: 'gw3', prefix: 24 });
+        const plain = await ipam.claimAny(v4, owner(5));
+        expect(plain.placement).toBeUndefined();
+      });
+
       it('finds nothing for an owner that never claimed', async () => {
         const { ipam } = await fresh();
         expect(await ipam.findByOwner('nobody')).toEqual([]);

@@ -179,7 +179,7 @@ export class DynamoIpam implements Ipam {
 
   // ------------------------------------------------------------------ claims
 
-  async claimAddress(pool: Pool, address: string, owner: Owner): Promise<Allocation> {
+  async claimAddress(pool: Pool, address: string, owner: Owner, placement?: Placement): Promise<Allocation> {
     assertOwner(owner);
     assertClaimable(pool, address);
     const value = parseAddress(address)!.value;
@@ -212,10 +212,14 @@ export class DynamoIpam implements Ipam {
       new UpdateItemCommand({
         TableName: this.store.tableName,
         Key: key(poolPk(pool.subnet, pool.family), addressSk(pool.family, value)),
+        // A same-owner repeat keeps the placement it has (Ipam.place moves it); a new claim records the one given.
         UpdateExpression:
           'SET #subnet = :subnet, #family = :family, #address = :address, #ownerUid = :uid, #ownerName = :name, ' +
-          '#claimId = if_not_exists(#claimId, :cid), #claimedAt = if_not_exists(#claimedAt, :now) ' +
-          'REMOVE #freePool, #releasedAt',
+          '#claimId = if_not_exists(#claimId, :cid), #claimedAt = if_not_exists(#claimedAt, :now)' +
+          (placement
+            ? ', #placedGateway = if_not_exists(#placedGateway, :gw), #placedPrefix = if_not_exists(#placedPrefix, :prefix)'
+            : '') +
+          ' REMOVE #freePool, #releasedAt',
         ConditionExpression: 'attribute_not_exists(#ownerUid) OR #ownerUid = :uid',
         ExpressionAttributeNames: names(
           'subnet',
@@ -227,6 +231,7 @@ export class DynamoIpam implements Ipam {
           'claimedAt',
           'freePool',
           'releasedAt',
+          ...(placement ? ['placedGateway', 'placedPrefix'] : []),
         ),
         ExpressionAttributeValues: {
           ':subnet': { S: pool.subnet },
@@ -236,6 +241,10 @@ export class DynamoIpam implements Ipam {
           ':name': { S: owner.name },
           ':cid': { S: randomUUID() },
           ':now': { N: String(now) },
+          ...(placement && {
+            ':gw': { S: placement.gateway },
+            ':prefix': { N: String(placement.prefix) },
+          }),
         },
         ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
@@ -267,8 +276,9 @@ export class DynamoIpam implements Ipam {
    * 3. pointer: the block has nothing free: a pointer item in the block names the candidate *before* it is
    *    claimed, the candidate comes from the pool-wide cursor (never-used) or the released list.
    */
-  async claimAny(pool: Pool, owner: Owner): Promise<Allocation> {
-    assertOwner(owner);
+  async claimAny(pool: Pool, owner0: Owner, placement?: Placement): Promise<Allocation> {
+    assertOwner(owner0);
+    const owner: Claimant = placement ? { ...owner0, placement } : owner0;
     const g = geometryOf(pool);
     const stats: ClaimStats = { writes: 0, conflicts: 0, source: 'existing', path: 'blind' };
     this.lastClaim = stats;
@@ -297,7 +307,7 @@ export class DynamoIpam implements Ipam {
   private async claimInBlock(
     g: PoolGeometry,
     home: HomeBlock,
-    owner: Owner,
+    owner: Claimant,
     stats: ClaimStats,
   ): Promise<Allocation | undefined> {
     // 1. Blind: the owner's first candidate, never used only (an item there, held or released, means no: a
@@ -367,7 +377,7 @@ export class DynamoIpam implements Ipam {
     g: PoolGeometry,
     home: HomeBlock,
     view: BlockView,
-    owner: Owner,
+    owner: Claimant,
     stats: ClaimStats,
   ): Promise<Allocation | undefined> {
     const firstFree = home.first !== undefined && view.neverUsed.includes(home.first);
@@ -408,7 +418,7 @@ export class DynamoIpam implements Ipam {
   private async claimBehindPointer(
     g: PoolGeometry,
     home: HomeBlock,
-    owner: Owner,
+    owner: Claimant,
     pointer: Item | undefined,
     stats: ClaimStats,
   ): Promise<Allocation | undefined> {
@@ -446,7 +456,7 @@ export class DynamoIpam implements Ipam {
     return got;
   }
 
-  private heldItem(g: PoolGeometry, value: bigint, owner: Owner, pointerKey?: string): Item {
+  private heldItem(g: PoolGeometry, value: bigint, owner: Claimant, pointerKey?: string): Item {
     const item: Item = {
       pk: { S: g.pk },
       sk: { S: addressSk(g.pool.family, value) },
@@ -458,6 +468,7 @@ export class DynamoIpam implements Ipam {
       claimId: { S: randomUUID() },
       claimedAt: { N: String(this.clock.now()) },
       ...(pointerKey && { pointerSk: { S: pointerKey } }),
+      ...placementAttributes(owner.placement),
     };
     return item;
   }
@@ -466,7 +477,7 @@ export class DynamoIpam implements Ipam {
   private async claimReleasedValue(
     g: PoolGeometry,
     value: bigint,
-    owner: Owner,
+    owner: Claimant,
     stats: ClaimStats,
     pointerKey?: string,
   ): Promise<Allocation | undefined> {
@@ -478,6 +489,11 @@ export class DynamoIpam implements Ipam {
       ':now': { N: String(this.clock.now()) },
     };
     if (pointerKey) values[':ptr'] = { S: pointerKey };
+    const placed = owner.placement;
+    if (placed) {
+      values[':gw'] = { S: placed.gateway };
+      values[':prefix'] = { N: String(placed.prefix) };
+    }
     const r = await this.store.sendConditional<UpdateItemCommandOutput>(
       new UpdateItemCommand({
         TableName: this.store.tableName,
@@ -485,6 +501,7 @@ export class DynamoIpam implements Ipam {
         UpdateExpression:
           'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now' +
           (pointerKey ? ', #pointerSk = :ptr' : '') +
+          (placed ? ', #placedGateway = :gw, #placedPrefix = :prefix' : '') +
           ' REMOVE #freePool, #releasedAt',
         ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
         ExpressionAttributeNames: names(
@@ -495,6 +512,7 @@ export class DynamoIpam implements Ipam {
           'freePool',
           'releasedAt',
           ...(pointerKey ? ['pointerSk'] : []),
+          ...(placed ? ['placedGateway', 'placedPrefix'] : []),
         ),
         ExpressionAttributeValues: values,
         ReturnValues: 'ALL_NEW',
@@ -555,7 +573,7 @@ export class DynamoIpam implements Ipam {
   /** Pool-wide never-used phase: a never-used address (no item at all), found through the pool's cursor. */
   private async claimNeverUsed(
     g: PoolGeometry,
-    owner: Owner,
+    owner: Claimant,
     stats: ClaimStats,
     before: (value: bigint) => Promise<void>,
     pointerKey: string,
@@ -594,7 +612,7 @@ export class DynamoIpam implements Ipam {
    */
   private async claimReleased(
     g: PoolGeometry,
-    owner: Owner,
+    owner: Claimant,
     stats: ClaimStats,
     before: (value: bigint) => Promise<void>,
     pointerKey: string,
@@ -1082,6 +1100,15 @@ function toAllocation(it: Item): Allocation {
         placement: { gateway: it.placedGateway.S, prefix: Number(it.placedPrefix.N) },
       }),
   };
+}
+
+/** An owner, and where its new claim is to be configured (recorded in the claim's own write, ADR 0041). */
+interface Claimant extends Owner {
+  placement?: Placement;
+}
+
+function placementAttributes(p: Placement | undefined): Item {
+  return p ? { placedGateway: { S: p.gateway }, placedPrefix: { N: String(p.prefix) } } : {};
 }
 
 function assertOwner(owner: Owner): void {

@@ -1,0 +1,210 @@
+/**
+ * Fewer requests per add (ADR 0041): one read of the EIP under its lease, status.nat from the event's hint only when
+ * it agrees with the EIP, and the placement written with the claim. Requests are counted at the port seam.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import { Tracker } from '../../shared/bridge/tracker.js';
+import { FINALIZER } from '../../shared/domain/kube-ovn.js';
+import { type World, world } from '../support/world.js';
+
+/** Counts the calls of every Cluster and Ipam method (the real in-memory adapters still answer them). */
+function count(w: World): Record<string, number> {
+  const calls: Record<string, number> = {};
+  for (const [port, obj] of [
+    ['cluster', w.cluster],
+    ['ipam', w.ipam],
+    ['leases', w.leases],
+  ] as const) {
+    const proto = Object.getPrototypeOf(obj);
+    for (const m of Object.getOwnPropertyNames(proto)) {
+      const target = obj as unknown as Record<string, (...a: unknown[]) => unknown>;
+      if (m === 'constructor' || typeof target[m] !== 'function') continue;
+      const original = target[m].bind(obj);
+      vi.spyOn(target, m).mockImplementation((...a: unknown[]) => {
+        calls[`${port}.${m}`] = (calls[`${port}.${m}`] ?? 0) + 1;
+        return original(...a);
+      });
+    }
+  }
+  return calls;
+}
+
+describe('an add reads the EIP once, under its lease', () => {
+  it('one getEip, taken after the lease', async () => {
+    const w = world();
+    w.eip('eip-a');
+    const order: string[] = [];
+    const acquire = w.leases.acquire.bind(w.leases);
+    const getEip = w.cluster.getEip.bind(w.cluster);
+    vi.spyOn(w.leases, 'acquire').mockImplementation((...a) => {
+      order.push('lease');
+      return acquire(...a);
+    });
+    vi.spyOn(w.cluster, 'getEip').mockImplementation((...a) => {
+      order.push('getEip');
+      return getEip(...a);
+    });
+    expect(await w.run('add', 'eip-a', 'added')).toMatchObject({ status: 'applied' });
+    expect(order).toEqual(['lease', 'getEip']);
+  });
+
+  it('an event for an EIP that is gone is skipped under the lease, and the lease is given back', async () => {
+    const w = world();
+    const calls = count(w);
+    expect(await w.run('add', 'nope', 'added')).toMatchObject({ status: 'skipped', reason: 'not found' });
+    expect(calls).toMatchObject({ 'leases.acquire': 1, 'leases.release': 1, 'cluster.getEip': 1 });
+    w.eip('nope');
+    expect(await w.run('add', 'nope', 'added')).toMatchObject({ status: 'applied' }); // the lease is free again
+  });
+
+  it('a stale event (the name now belongs to another uid) changes nothing', async () => {
+    const w = world();
+    w.eip('eip-a');
+    const outcome = await w.run('add', 'eip-a', 'added', { object: { name: 'eip-a', uid: 'old-uid' } });
+    expect(outcome).toMatchObject({ status: 'skipped' });
+    expect(w.get('eip-a')?.metadata.finalizers ?? []).toEqual([]);
+    expect(w.ipam.allocations.size).toBe(0);
+  });
+});
+
+describe('status.nat from the event hint', () => {
+  it('a hint equal to the EIP status.nat is trusted: no rule listing', async () => {
+    const w = world();
+    w.eip('eip-a');
+    const calls = count(w);
+    expect(await w.run('add', 'eip-a', 'added', { nat: '' })).toMatchObject({ status: 'applied' });
+    expect(calls['cluster.listNatRulesForEip'] ?? 0).toBe(0);
+    expect(w.get('eip-a')?.status?.nat ?? '').toBe('');
+  });
+
+  it('without a hint the rules are listed, as before', async () => {
+    const w = world();
+    w.eip('eip-a');
+    w.cluster.putRule('IptablesFIPRule', 'f1', 'eip-a');
+    const calls = count(w);
+    await w.run('add', 'eip-a', 'added');
+    expect(calls['cluster.listNatRulesForEip']).toBe(1);
+    expect(w.get('eip-a')?.status?.nat).toBe('fip');
+  });
+
+  it('a hint that differs from status.nat is not written: the rules are listed and decide', async () => {
+    const w = world();
+    w.eip('eip-a');
+    w.cluster.putRule('IptablesDnatRule', 'd1', 'eip-a');
+    const calls = count(w);
+    // A stale hint ("fip", from before the rules changed) must not be written.
+    await w.run('add', 'eip-a', 'added', { nat: 'fip' });
+    expect(calls['cluster.listNatRulesForEip']).toBe(1);
+    expect(w.get('eip-a')?.status?.nat).toBe('dnat');
+  });
+
+  it('an older event processed after a newer one leaves the truth in place', async () => {
+    const w = world();
+    w.eip('eip-a');
+    await w.run('add', 'eip-a', 'added', { nat: '' });
+    // A rule is created; its reset carries the new hint and lists (the hint differs from status).
+    w.cluster.putRule('IptablesFIPRule', 'f1', 'eip-a');
+    await w.run('reset', 'eip-a', 'nat-rule-changed', { nat: 'fip' });
+    expect(w.get('eip-a')?.status?.nat).toBe('fip');
+    // The add's event, redelivered late with its old hint: it differs from status, so the rules are listed.
+    await w.run('update', 'eip-a', 'resync', { nat: '' });
+    expect(w.get('eip-a')?.status?.nat).toBe('fip');
+  });
+
+  it('deletion never trusts the hint: rules still naming the EIP hold its finalizer', async () => {
+    const w = world();
+    w.eip('eip-a');
+    await w.run('add', 'eip-a', 'added', { nat: '' });
+    w.cluster.putRule('IptablesFIPRule', 'f1', 'eip-a');
+    w.cluster.eips.get('eip-a')!.metadata.deletionTimestamp = new Date(w.clock.now()).toISOString();
+    const outcome = await w.run('update', 'eip-a', 'deletion-requested', { nat: '' });
+    expect(outcome).toMatchObject({ status: 'skipped' });
+    expect(w.get('eip-a')?.metadata.finalizers).toEqual([FINALIZER]);
+    expect(w.net1().some((a) => a.startsWith(w.get('eip-a')!.status!.ip!))).toBe(true);
+  });
+});
+
+describe("the bridge's hint: status.nat from its NAT rule cache", () => {
+  const rule = (kind: string, name: string, eip: string, extra: Record<string, unknown> = {}) => ({
+    kind,
+    metadata: { name, namespace: '', uid: `uid-${name}`, resourceVersion: '1', ...extra },
+    spec: { eip },
+  });
+
+  it('follows rules added, moved, terminating and deleted, in kube-ovn order', () => {
+    const t = new Tracker();
+    expect(t.natOf('eip-a')).toBe('');
+    t.observe('IptablesSnatRule', 'ADDED', rule('IptablesSnatRule', 's1', 'eip-a'));
+    t.observe('IptablesFIPRule', 'ADDED', rule('IptablesFIPRule', 'f1', 'eip-a'));
+    t.observe('IptablesDnatRule', 'ADDED', rule('IptablesDnatRule', 'd1', 'eip-b'));
+    expect(t.natOf('eip-a')).toBe('fip,snat');
+    expect(t.natOf('eip-b')).toBe('dnat');
+    t.observe('IptablesDnatRule', 'MODIFIED', rule('IptablesDnatRule', 'd1', 'eip-a')); // moved
+    expect(t.natOf('eip-a')).toBe('dnat,fip,snat');
+    expect(t.natOf('eip-b')).toBe('');
+    t.observe(
+      'IptablesFIPRule',
+      'MODIFIED',
+      rule('IptablesFIPRule', 'f1', 'eip-a', { deletionTimestamp: '2026-11-30T00:00:00Z' }),
+    );
+    expect(t.natOf('eip-a')).toBe('dnat,snat');
+    t.observe('IptablesSnatRule', 'DELETED', rule('IptablesSnatRule', 's1', 'eip-a'));
+    expect(t.natOf('eip-a')).toBe('dnat');
+  });
+
+  it('agrees with what the handlers compute from a listing', async () => {
+    const w = world();
+    const t = new Tracker();
+    w.eip('eip-a');
+    for (const [kind, name] of [
+      ['IptablesDnatRule', 'd1'],
+      ['IptablesSnatRule', 's1'],
+    ] as const) {
+      w.cluster.putRule(kind, name, 'eip-a');
+      t.observe(kind, 'ADDED', rule(kind, name, 'eip-a'));
+    }
+    await w.run('add', 'eip-a', 'added');
+    expect(t.natOf('eip-a')).toBe(w.get('eip-a')?.status?.nat);
+  });
+});
+
+describe('the placement is written with the claim', () => {
+  it('a fresh add claims with its placement: no separate place write', async () => {
+    const w = world();
+    w.eip('eip-a');
+    const calls = count(w);
+    await w.run('add', 'eip-a', 'added', { nat: '' });
+    expect(calls['ipam.place'] ?? 0).toBe(0);
+    const [a] = await w.ipam.findByOwner(w.get('eip-a')!.metadata.uid);
+    expect(a?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+  });
+
+  it('a static address too', async () => {
+    const w = world();
+    w.eip('eip-s', { v4ip: '172.18.0.77' });
+    const calls = count(w);
+    await w.run('add', 'eip-s', 'added');
+    expect(calls['ipam.place'] ?? 0).toBe(0);
+    const [a] = await w.ipam.findByOwner(w.get('eip-s')!.metadata.uid);
+    expect(a).toMatchObject({ address: '172.18.0.77', placement: { gateway: 'gw1', prefix: 24 } });
+  });
+
+  it('a retry whose earlier claim was recorded without a placement moves it with place', async () => {
+    const w = world();
+    w.eip('eip-a');
+    const uid = w.get('eip-a')!.metadata.uid;
+    const pool = {
+      subnet: 'ovn-vpc-external-network',
+      family: 4 as const,
+      cidr: '172.18.0.0/24',
+      gateway: '172.18.0.1',
+      exclude: [],
+    };
+    const earlier = await w.ipam.claimAny(pool, { uid, name: 'eip-a' }); // a claim recorded without placement
+    expect(earlier.placement).toBeUndefined();
+    const calls = count(w);
+    expect(await w.run('add', 'eip-a', 'added')).toMatchObject({ status: 'applied', ip: earlier.address });
+    expect(calls['ipam.place']).toBe(1);
+    expect((await w.ipam.findByOwner(uid))[0]?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+  });
+});
