@@ -228,7 +228,8 @@ describe('DynamoDB faults (at the SDK client seam)', () => {
   it('500s on the allocation writes', async () => {
     let f: ReturnType<Lab['failDynamo']> | undefined;
     await addThrough('f-ddb-500', () => {
-      f = lab.failDynamo('UpdateItem', 'server-error', 3);
+      // An add's writes are PutItems since ADR 0041 (the lease, the claim with its placement): the first ones fail.
+      f = lab.failDynamo('PutItem', 'server-error', 3);
     });
     expect(f!.hits).toBeGreaterThan(0);
     faults.push('DynamoDB 500 (InternalServerError) on writes');
