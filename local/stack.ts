@@ -18,7 +18,7 @@ import type { Logger } from '../shared/ports.js';
 import { startStandIns } from './controllers/index.js';
 import { type KubeOvnEipMode, startKubeOvnEipModel } from './controllers/kube-ovn-eip.js';
 import { MetricRecorder } from './dashboard/recorder.js';
-import { type Dashboard, OutcomeLog, startDashboard } from './dashboard/server.js';
+import { type Dashboard, type DriftCheck, OutcomeLog, startDashboard } from './dashboard/server.js';
 import { demoObjects } from './demo.js';
 import { startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
@@ -195,11 +195,23 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     stops.push(() => bridge.drain(10_000));
     await bridge.ready();
     // The drift check runs beside the bridge's resync, on the same period (docs/adr/0039-drift-repair.md).
-    const drift = startDriftRepair(
-      auditDepsOf(config, deps, { kubeConfig, dynamo: client }),
-      options.driftRepairMs ?? options.resyncMs ?? 600_000,
-    );
-    stops.push(() => drift.stop());
+    // Its own timer (not startDriftRepair's) so the dashboard gets each run's summary.
+    const drift = startDriftRepair(auditDepsOf(config, deps, { kubeConfig, dynamo: client }), 0);
+    const driftMs = options.driftRepairMs ?? options.resyncMs ?? 600_000;
+    let lastDrift: DriftCheck | undefined;
+    const driftTimer =
+      driftMs > 0
+        ? setInterval(() => {
+            void drift.runNow().then((summary) => {
+              lastDrift = { at: new Date().toISOString(), ...(summary ?? { failed: true }) };
+            });
+          }, driftMs)
+        : undefined;
+    driftTimer?.unref();
+    stops.push(async () => {
+      clearInterval(driftTimer);
+      await drift.stop();
+    });
     say(
       `bridge: watching kubeovn.io/v1 EIPs, NAT rules, QoS policies and gateway pods in ${NAMESPACE}${bridge.healthUrl ? `; health at ${bridge.healthUrl}` : ''}`,
     );
@@ -213,6 +225,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         tableName: TABLE_NAME,
         deadLetters: () => sink.deadLetters(),
         outcomes: () => outcomes.list(),
+        drift: () => lastDrift,
         port: options.dashboardPort,
       });
       stops.push(() => dashboard!.close());

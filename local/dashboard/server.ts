@@ -11,6 +11,8 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { paginateScan } from '@aws-sdk/client-dynamodb';
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { build } from 'esbuild';
+import type { RepairAction } from '../../shared/audit/audit.js';
+import type { Drift } from '../../shared/audit/model.js';
 import type { Outcome } from '../../shared/core/outcome.js';
 import { capacity, hostCount, poolsOf } from '../../shared/domain/addressing.js';
 import {
@@ -40,6 +42,12 @@ export interface OutcomeRow {
   detail: string;
 }
 
+/** The last run of the drift check and repair (shared/audit), or that it failed. */
+export type DriftCheck = { at: string } & (
+  | { drift: Drift[]; actions: RepairAction[]; failed?: undefined }
+  | { failed: true }
+);
+
 export interface DashboardOptions {
   recorder: MetricRecorder;
   kubeConfig: KubeConfig;
@@ -47,6 +55,8 @@ export interface DashboardOptions {
   tableName: string;
   deadLetters: () => DeadLetterRow[];
   outcomes: () => readonly OutcomeRow[];
+  /** The last drift check, when one has run. */
+  drift?: () => DriftCheck | undefined;
   /** Port on 127.0.0.1 (0 = a free one). */
   port?: number;
 }
@@ -143,6 +153,7 @@ const HTML = `<!doctype html>
 <section aria-labelledby="eips-h"><h2 id="eips-h">IptablesEIPs</h2><div class="scroll" tabindex="0"><table id="eips"><caption class="sr">IptablesEIPs, their address, gateway, QoS policy and readiness</caption><thead><tr><th scope="col">name</th><th scope="col">IP</th><th scope="col">gateway</th><th scope="col">QoS policy</th><th scope="col">Ready</th><th scope="col">last transition</th></tr></thead><tbody></tbody></table></div></section>
 <section aria-labelledby="subnets-h"><h2 id="subnets-h">External subnets</h2><div id="subnets"></div></section>
 <section aria-labelledby="dl-h"><h2 id="dl-h">Dead letters</h2><div class="scroll" tabindex="0"><table id="dead-letters"><caption class="sr">Events that failed every retry, with their last error</caption><thead><tr><th scope="col">parked at</th><th scope="col">handler</th><th scope="col">EIP</th><th scope="col">reason</th><th scope="col">attempts</th><th scope="col">error</th></tr></thead><tbody></tbody></table></div></section>
+<section aria-labelledby="drift-h"><h2 id="drift-h">Gateway drift (last check)</h2><p id="drift-note" class="note"></p><div class="scroll" tabindex="0"><table id="drift"><caption class="sr">Drift found by the last check of the gateways against the allocations and the EIPs</caption><thead><tr><th scope="col">kind</th><th scope="col">EIP or address</th><th scope="col">what it means</th><th scope="col">repair</th></tr></thead><tbody></tbody></table></div></section>
 <section aria-labelledby="out-h"><h2 id="out-h">Recent handler outcomes</h2><div class="scroll" tabindex="0"><table id="outcomes"><caption class="sr">The last handler runs, newest first</caption><thead><tr><th scope="col">at</th><th scope="col">handler</th><th scope="col">EIP</th><th scope="col">reason</th><th scope="col">outcome</th><th scope="col">detail</th></tr></thead><tbody></tbody></table></div></section>
 <section aria-labelledby="widgets-h"><h2 id="widgets-h">The CloudWatch dashboard's widgets, from local metrics</h2><p class="note" id="widgets-note"></p><div id="widgets" class="grid"></div></section>
 </main>
@@ -263,6 +274,25 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       error: d.error,
     }));
     const widgets = localWidgets(options.recorder.all(), now);
+    const check = options.drift?.();
+    const drift = check
+      ? {
+          at: check.at,
+          failed: check.failed === true,
+          items: check.failed
+            ? []
+            : check.drift.map((d) => ({
+                kind: d.kind,
+                target: d.eip ?? d.address ?? d.gateway ?? d.subnet ?? '',
+                message: d.message,
+                repair: check.actions.find(
+                  (a) =>
+                    a.kind === d.kind &&
+                    (a.target === d.eip || (!!d.address && a.target.startsWith(d.address))),
+                )?.result,
+              })),
+        }
+      : undefined;
     return {
       at: new Date(now).toISOString(),
       errors,
@@ -270,6 +300,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       subnets: subnetUse,
       deadLetters,
       outcomes: options.outcomes(),
+      drift,
       widgets,
     };
   }

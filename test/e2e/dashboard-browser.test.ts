@@ -102,6 +102,8 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
       retries: 1,
       retryBackoffMs: 50,
       retryForMs: 0,
+      // The drift check (shared/audit) runs often enough to be seen here.
+      driftRepairMs: 2_000,
     });
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);
@@ -182,6 +184,28 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
       { polling: 100, timeout: 10_000 },
     );
     expect(consoleErrors).toEqual([]);
+  });
+
+  it('shows gateway drift from the last drift check', async () => {
+    const ip = (await getEip('dash-eip-1'))?.status?.ip;
+    expect(ip).toBeTruthy();
+    const gw = stack.api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0');
+    expect(gw?.exec(['ip', 'addr', 'del', `${ip}/24`, 'dev', 'net1']).exitCode).toBe(0);
+    const row = page.locator('#drift tbody tr[data-key="missing-address/dash-eip-1"]');
+    await row.waitFor({ timeout: 20_000 });
+    const text = (await row.textContent()) ?? '';
+    expect(text).toContain(ip);
+    expect(text).toMatch(/done|planned|skipped|failed/);
+    // The check repairs it: the address is back on the gateway.
+    await page.waitForFunction(
+      () => /Checked at .*: no drift/.test(document.getElementById('drift-note')?.textContent ?? ''),
+      undefined,
+      {
+        polling: 100,
+        timeout: 20_000,
+      },
+    );
+    expect(gw?.net1Addresses().some((a) => a.startsWith(`${ip}/`))).toBe(true);
   });
 
   it('shows a handler failure as a dead letter with its error', async () => {

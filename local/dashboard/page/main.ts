@@ -59,6 +59,11 @@ interface State {
   }[];
   outcomes: { at: string; handler: string; eip: string; reason: string; status: string; detail: string }[];
   widgets: Widget[];
+  drift?: {
+    at: string;
+    failed: boolean;
+    items: { kind: string; target: string; message: string; repair?: string }[];
+  };
 }
 
 // Colours with at least 3:1 contrast on white (lines) and distinguishable for common colour-vision deficiencies.
@@ -250,6 +255,16 @@ function render(s: State): void {
     'outcomes',
     s.outcomes.map((o) => [o.at, o.handler, o.eip, o.reason, o.status, o.detail]),
   );
+  fillTable(
+    'drift',
+    (s.drift?.items ?? []).map((d) => [d.kind, d.target || '—', d.message, d.repair ?? '—']),
+    (s.drift?.items ?? []).map((d) => `${d.kind}/${d.target}`),
+  );
+  $('#drift-note').textContent = !s.drift
+    ? 'The drift check has not run yet (it runs beside the bridge resync, every 10 minutes by default).'
+    : s.drift.failed
+      ? `The drift check at ${s.drift.at} failed; see the logs.`
+      : `Checked at ${s.drift.at}: ${s.drift.items.length ? `${s.drift.items.length} drift item(s)` : 'no drift'}.`;
   renderWidgets(s);
   const ready = s.eips.filter((e) => e.ready).length;
   $('#status').textContent =
