@@ -6,9 +6,11 @@
  * Screenshots go to .ci/out/screenshots/ (CI artifacts); with EIP_DASHBOARD_SCREENSHOT=docs the wide one is also
  * written to docs/dashboard.png (the README's).
  */
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -257,5 +259,36 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
     await page.screenshot({ path: join(shots, 'dashboard-narrow.png'), fullPage: true });
     expect(overflow).toBeLessThanOrEqual(0);
     expect(consoleErrors).toEqual([]);
+  });
+});
+
+describe('npm start and the dashboard options', () => {
+  const start = (...args: string[]) =>
+    promisify(execFile)(process.execPath, ['--import', 'tsx', join(root, 'scripts/start.ts'), ...args], {
+      cwd: root,
+    }).then(
+      (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => ({
+        code: e.code,
+        stdout: e.stdout,
+        stderr: e.stderr,
+      }),
+    );
+
+  it('--help names the dashboard on the ready: line and its options', async () => {
+    const r = await start('--help');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('dashboard=http://127.0.0.1:PORT/');
+    expect(r.stdout).toContain('--dashboard-port N');
+    expect(r.stdout).toContain('--no-dashboard');
+  });
+
+  it('a bad --dashboard-port is a usage error (exit 2)', async () => {
+    const r = await start('--dashboard-port', 'eighty');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--dashboard-port must be a port number');
+    const both = await start('--no-dashboard', '--dashboard-port', '8080');
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('exclude each other');
   });
 });
