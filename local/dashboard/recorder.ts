@@ -25,10 +25,27 @@ export interface Point {
 export const LOCAL_PERIOD_DIVISOR = 30;
 /** Buckets per chart. */
 export const BUCKETS = 30;
-const MAX_POINTS = 200_000;
+/** At most this many points are kept per metric name (the oldest half goes when it is reached). */
+const MAX_POINTS_PER_METRIC = 20_000;
+const PRUNE_EVERY = 1_000;
 
+/** How long a metric's points are kept: the window of the longest chart it is on (5 min for a 300 s period). */
+function windowMs(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const w of DASHBOARD_ROWS.flat())
+    for (const l of w.lines.filter(isSearchLine)) {
+      const ms = (w.period / LOCAL_PERIOD_DIVISOR) * 1000 * BUCKETS;
+      out.set(l.metric, Math.max(out.get(l.metric) ?? 0, ms));
+    }
+  return out;
+}
+const WINDOWS = windowMs();
+const DEFAULT_WINDOW_MS = (300 / LOCAL_PERIOD_DIVISOR) * 1000 * BUCKETS;
+
+/** Points per metric name, oldest first; each metric keeps only its charts' window. Memory stays bounded. */
 export class MetricRecorder {
-  private points: Point[] = [];
+  private byName = new Map<string, Point[]>();
+  private sincePrune = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -43,21 +60,30 @@ export class MetricRecorder {
   }
 
   record(name: string, value: number, dimensions: Record<string, string>): void {
-    this.points.push({ t: this.now(), name, dimensions, value });
-    if (this.points.length > MAX_POINTS) this.points.splice(0, this.points.length - MAX_POINTS / 2);
+    let list = this.byName.get(name);
+    if (!list) {
+      list = [];
+      this.byName.set(name, list);
+    }
+    list.push({ t: this.now(), name, dimensions, value });
+    if (list.length > MAX_POINTS_PER_METRIC) list.splice(0, MAX_POINTS_PER_METRIC / 2);
+    if (++this.sincePrune >= PRUNE_EVERY) this.prune();
   }
 
-  /** Drops points older than the longest chart window. */
+  /** Drops each metric's points older than its window. */
   prune(): void {
-    const longest = Math.max(...DASHBOARD_ROWS.flat().map((w) => w.period)) / LOCAL_PERIOD_DIVISOR;
-    const cutoff = this.now() - longest * 1000 * BUCKETS;
-    const first = this.points.findIndex((p) => p.t >= cutoff);
-    if (first > 0) this.points.splice(0, first);
-    else if (first < 0) this.points.length = 0;
+    this.sincePrune = 0;
+    const now = this.now();
+    for (const [name, list] of this.byName) {
+      const cutoff = now - (WINDOWS.get(name) ?? DEFAULT_WINDOW_MS);
+      const first = list.findIndex((p) => p.t >= cutoff);
+      if (first < 0) this.byName.delete(name);
+      else if (first > 0) list.splice(0, first);
+    }
   }
 
   all(): readonly Point[] {
-    return this.points;
+    return [...this.byName.values()].flat();
   }
 }
 

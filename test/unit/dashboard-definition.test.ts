@@ -108,13 +108,34 @@ describe('local evaluation of the widgets', () => {
     expect(depth.total).toBe(4);
   });
 
-  it('drops points older than the longest window', () => {
+  it("keeps each metric's points for its charts' window only (5 min at a 300 s period, 1 h for drift)", () => {
     let now = t0;
     const rec = new MetricRecorder(() => now);
     rec.forService('s').count('Releases');
-    now += 3 * 3600_000;
+    rec.forService('s').count('DriftFound', 1, { kind: 'orphan-address' });
+    now += 6 * 60_000;
     rec.forService('s').count('Releases');
     rec.prune();
-    expect(rec.all()).toHaveLength(1);
+    expect(
+      rec
+        .all()
+        .map((p) => p.name)
+        .sort(),
+    ).toEqual(['DriftFound', 'Releases']);
+    now += 3600_000;
+    rec.prune();
+    expect(rec.all()).toHaveLength(0);
+  });
+
+  it('prunes by itself while recording, without anyone reading', () => {
+    let now = t0;
+    const rec = new MetricRecorder(() => now);
+    for (let i = 0; i < 5_000; i++) {
+      now += 1_000;
+      rec.forService('s').count('Releases');
+    }
+    // 5 min window at one point a second: about 300 kept, never the 5,000 recorded.
+    expect(rec.all().length).toBeLessThanOrEqual(300 + 1_000);
+    expect(rec.all().length).toBeGreaterThanOrEqual(300);
   });
 });
