@@ -240,7 +240,7 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
       await page.screenshot({ path: join(shots, 'dashboard-wide.png'), fullPage: true });
       await page.evaluate(() => document.activeElement?.blur?.());
       if (process.env.EIP_DASHBOARD_SCREENSHOT === 'docs')
-        await page.screenshot({ path: join(root, 'docs/dashboard.png'), fullPage: false });
+        await page.screenshot({ path: join(root, 'docs/dashboard.png'), fullPage: true });
     } finally {
       fault.cancel();
     }
