@@ -1,6 +1,6 @@
 /**
  * The local dashboard: a read-only page on loopback, served by the local stack (`npm start`). The page (page/) is
- * bundled with its chart library (uPlot) by esbuild when the server starts; it polls /api/state once a second.
+ * bundled with its chart library (uPlot) by esbuild when the server starts; it polls /api/state every half second.
  * Nothing on the page comes from anywhere but this server (Content-Security-Policy `default-src 'self'`).
  * See local/dashboard/README.md.
  */

@@ -1,6 +1,6 @@
 /**
  * The local dashboard page (bundled by esbuild with uPlot when the local stack starts; see ../server.ts). It polls
- * /api/state once a second and redraws. Text only goes in through textContent: nothing from the API is parsed as
+ * /api/state every half second and redraws. Text only goes in through textContent: nothing from the API is parsed as
  * HTML.
  */
 import uPlot from 'uplot';
@@ -279,7 +279,7 @@ async function poll(): Promise<void> {
   } catch (e) {
     $('#status').textContent = `the local stack does not answer (${(e as Error).message}); retrying`;
   }
-  setTimeout(() => void poll(), 1000);
+  setTimeout(() => void poll(), 500);
 }
 
 window.addEventListener('resize', () => {
