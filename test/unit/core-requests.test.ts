@@ -2,9 +2,12 @@
  * Fewer requests per add (ADR 0041): one read of the EIP under its lease, status.nat from the event's hint only when
  * it agrees with the EIP, and the placement written with the claim. Requests are counted at the port seam.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { Tracker } from '../../shared/bridge/tracker.js';
 import { FINALIZER } from '../../shared/domain/kube-ovn.js';
+import { NAT_HINTS, parseEipEvent } from '../../shared/events.js';
 import { type World, world } from '../support/world.js';
 
 /** Counts the calls of every Cluster and Ipam method (the real in-memory adapters still answer them). */
@@ -206,5 +209,20 @@ describe('the placement is written with the claim', () => {
     expect(await w.run('add', 'eip-a', 'added')).toMatchObject({ status: 'applied', ip: earlier.address });
     expect(calls['ipam.place']).toBe(1);
     expect((await w.ipam.findByOwner(uid))[0]?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+  });
+});
+
+describe('the nat hint in the event contract', () => {
+  const schema = JSON.parse(readFileSync(join(import.meta.dirname, '../../events/schema.json'), 'utf8'));
+  const good = { version: 1, id: 'x', handler: 'add', reason: 'added', object: { name: 'eip-1' } };
+
+  it('the schema and the parser accept the same values', () => {
+    expect(schema.definitions.detail.properties.nat.enum).toEqual([...NAT_HINTS]);
+    for (const nat of NAT_HINTS) expect(parseEipEvent({ ...good, nat }).nat).toBe(nat);
+    expect(parseEipEvent(good).nat).toBeUndefined();
+  });
+
+  it.each([['fip,dnat'], ['FIP'], ['dnat,'], [' fip'], [3]])('refuses %j, naming the field', (nat) => {
+    expect(() => parseEipEvent({ ...good, nat })).toThrow(/event\.nat must be one of/);
   });
 });
