@@ -1,7 +1,6 @@
 import { Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
-import { eipPatchOps, pointerToken } from '../../shared/adapters/k8s/cluster.js';
 import { createK8sCluster, kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
 import { KubeHttpError } from '../../shared/adapters/k8s/rest.js';
 import {
@@ -258,7 +257,7 @@ describe('natGwFeature', () => {
 });
 
 describe('updateEip', () => {
-  it('writes spec, labels (creating the map) and finalizers in one JSON patch guarded by a resourceVersion test', async () => {
+  it('writes spec, labels (creating the map) and finalizers in one merge patch preconditioned on the resourceVersion', async () => {
     await eip('u-basic');
     const got = (await cluster.getEip('u-basic'))!;
     const updated = await cluster.updateEip('u-basic', got.metadata.resourceVersion, {
@@ -279,29 +278,22 @@ describe('updateEip', () => {
     expect(stored.metadata.finalizers).toEqual([FINALIZER]);
     expect(stored.metadata.resourceVersion).toBe(updated?.metadata.resourceVersion);
     const req = lastRequest('PATCH', '/iptables-eips/u-basic');
-    expect(req?.headers?.['content-type']).toContain('application/json-patch+json');
-    expect(JSON.parse(String(req?.body))[0]).toEqual({
-      op: 'test',
-      path: '/metadata/resourceVersion',
-      value: got.metadata.resourceVersion,
-    });
+    expect(req?.headers?.['content-type']).toContain('application/merge-patch+json');
+    expect(JSON.parse(String(req?.body)).metadata.resourceVersion).toBe(got.metadata.resourceVersion);
   });
 
-  it('sets and removes single labels, escaping the "/" in their keys, and keeps the others', async () => {
+  it('sets and removes single labels (null removes a key) and keeps the others', async () => {
     await eip('u-labels', { natGwDp: 'gw1' }, { labels: { keep: 'me', [Label.qos]: 'q1' } });
     const got = (await cluster.getEip('u-labels'))!;
     await cluster.updateEip('u-labels', got.metadata.resourceVersion, {
       labels: { [Label.qos]: null, [Label.natGwName]: 'gw1' },
     });
     expect((await read('u-labels')).metadata.labels).toEqual({ keep: 'me', [Label.natGwName]: 'gw1' });
-    const ops = JSON.parse(String(lastRequest('PATCH', '/iptables-eips/u-labels')?.body));
-    expect(ops.slice(1)).toEqual([
-      { op: 'remove', path: '/metadata/labels/ovn.kubernetes.io~1qos' },
-      { op: 'add', path: '/metadata/labels/ovn.kubernetes.io~1vpc-nat-gw-name', value: 'gw1' },
-    ]);
+    const sent = JSON.parse(String(lastRequest('PATCH', '/iptables-eips/u-labels')?.body));
+    expect(sent.metadata.labels).toEqual({ [Label.qos]: null, [Label.natGwName]: 'gw1' });
   });
 
-  it("throws ConflictError when the object changed after it was read, through the patch's test", async () => {
+  it('throws ConflictError when the object changed after it was read (the API server refuses the stale resourceVersion)', async () => {
     await eip('u-stale');
     const got = (await cluster.getEip('u-stale'))!;
     await w.custom.patchClusterCustomObject({
@@ -317,12 +309,15 @@ describe('updateEip', () => {
     expect((await read('u-stale')).metadata.finalizers).toBeUndefined();
   });
 
-  it('throws ConflictError without writing when a fresh read already shows another resourceVersion', async () => {
+  it('throws ConflictError and writes nothing for a resourceVersion it never read, in one request', async () => {
     await eip('u-stale2');
     const fresh = createK8sCluster({ kubeConfig: w.kc, namespace: 'kube-system' });
+    const before = (await read('u-stale2')).metadata.resourceVersion;
     const e = await thrown(() => fresh.updateEip('u-stale2', '1', { finalizers: [FINALIZER] }));
     expect(e).toBeInstanceOf(ConflictError);
-    expect(lastRequest('PATCH', '/iptables-eips/u-stale2')).toBeUndefined();
+    const after = await read('u-stale2');
+    expect(after.metadata.resourceVersion).toBe(before);
+    expect(after.metadata.finalizers).toBeUndefined();
   });
 
   it('returns undefined for an object that does not exist', async () => {
@@ -351,7 +346,7 @@ describe('updateEip', () => {
     expect((e as Error).message).toContain('no new finalizers can be added if the object is being deleted');
   });
 
-  it('sends nothing when the change is already in place', async () => {
+  it('changes nothing (no new resourceVersion) when the change is already in place', async () => {
     await eip('u-noop', { natGwDp: 'gw1' }, { labels: { a: 'b' } });
     const got = (await cluster.getEip('u-noop'))!;
     const same = await cluster.updateEip('u-noop', got.metadata.resourceVersion, {
@@ -359,7 +354,12 @@ describe('updateEip', () => {
       labels: { a: 'b', gone: null },
     });
     expect(same?.metadata.resourceVersion).toBe(got.metadata.resourceVersion);
-    expect(lastRequest('PATCH', '/iptables-eips/u-noop')).toBeUndefined();
+    expect(same?.metadata.labels).toEqual({ a: 'b' });
+    const empty = await cluster.updateEip('u-noop', got.metadata.resourceVersion, {
+      spec: { v4ip: undefined },
+    });
+    expect(empty?.metadata.resourceVersion).toBe(got.metadata.resourceVersion);
+    expect(lastRequest('PATCH', '/iptables-eips/u-noop')?.body).not.toContain('v4ip');
   });
 });
 
@@ -470,18 +470,6 @@ describe('API failures', () => {
 });
 
 describe('helpers', () => {
-  it('escapes JSON pointer tokens per RFC 6901', () => {
-    expect(pointerToken('ovn.kubernetes.io/eip_v4_ip')).toBe('ovn.kubernetes.io~1eip_v4_ip');
-    expect(pointerToken('a~b/c')).toBe('a~0b~1c');
-  });
-
-  it('creates /spec when the object has none', () => {
-    const bare = { metadata: { name: 'x', uid: 'u', resourceVersion: '1' } } as unknown as IptablesEip;
-    expect(eipPatchOps(bare, { spec: { v4ip: '1.2.3.4' } })).toEqual([
-      { op: 'add', path: '/spec', value: { v4ip: '1.2.3.4' } },
-    ]);
-  });
-
   it('kubeConfigFromFile reads the file KUBECONFIG names and explains a missing one', async () => {
     const { mkdtemp, writeFile } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');

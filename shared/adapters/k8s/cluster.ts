@@ -5,14 +5,14 @@
  * Writes, and why they look the way they do:
  * - status: a JSON merge patch on /status carrying only the fields given (no lost updates:
  *   docs/kube-ovn-differences.md#status-patches-carry-only-changes).
- * - spec, labels, finalizers: one JSON patch whose first op tests /metadata/resourceVersion, so a write based on
- *   a stale read fails as a whole (ConflictError) instead of overwriting someone else's change. The ops are
- *   built against the object at exactly that resourceVersion — the copy this adapter last read, or a fresh GET —
- *   because JSON patch needs to know what exists (`add /metadata/labels` when there are none, `remove` only for
- *   a key that is there).
+ * - spec, labels, finalizers: one JSON merge patch carrying metadata.resourceVersion, which the API server takes
+ *   as a precondition: a write based on a stale read is refused as a whole with 409 Conflict (ConflictError)
+ *   instead of overwriting someone else's change. A merge patch needs nothing of the current object (a `null`
+ *   label removes the key, the finalizer list is replaced whole), so no copy of the last read is kept and no error
+ *   text is parsed (docs/adr/0009).
  */
 import type { CoreV1Event, V1ConfigMap, V1Pod } from '@kubernetes/client-node';
-import { ConflictError, GatewayNotReadyError } from '../../domain/errors.js';
+import { GatewayNotReadyError } from '../../domain/errors.js';
 import { gatewayPodSelector } from '../../domain/gateway-pod.js';
 import {
   API_VERSION,
@@ -41,7 +41,7 @@ import type {
   NatGwFeature,
   NatRuleRef,
 } from '../../ports.js';
-import { conflict, isPreconditionFailure, statusOf, translate } from './errors.js';
+import { conflict, statusOf, translate } from './errors.js';
 import { KubeRest, type KubeSource } from './rest.js';
 
 export interface K8sClusterOptions {
@@ -63,15 +63,6 @@ export interface K8sClusterOptions {
 /** Event source, and the reportingComponent of every Event this product writes. */
 export const REPORTING_COMPONENT = 'eip-lambdas';
 
-type JsonPatchOp =
-  | { op: 'test' | 'add' | 'replace'; path: string; value: unknown }
-  | { op: 'remove'; path: string };
-
-/** RFC 6901: `~` → `~0`, `/` → `~1` (label keys like `ovn.kubernetes.io/qos`). */
-export function pointerToken(key: string): string {
-  return key.replaceAll('~', '~0').replaceAll('/', '~1');
-}
-
 /** A valid label value (empty allowed): anything else can be on no object, so no selector is needed for it. */
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 
@@ -80,43 +71,6 @@ const RULE_PLURALS: ReadonlyArray<[NatRuleKind, string]> = [
   ['fip', Plural.fip],
   ['snat', Plural.snat],
 ];
-
-/** The JSON patch ops (after the resourceVersion test) that turn `current` into `current + change`. */
-export function eipPatchOps(current: IptablesEip, change: EipObjectChange): JsonPatchOp[] {
-  const ops: JsonPatchOp[] = [];
-  const spec = Object.entries(change.spec ?? {}).filter(([, v]) => v !== undefined);
-  if (spec.length > 0) {
-    const have = current.spec as Record<string, unknown> | undefined;
-    if (!have || typeof have !== 'object')
-      ops.push({ op: 'add', path: '/spec', value: Object.fromEntries(spec) });
-    else {
-      for (const [k, v] of spec)
-        if (have[k] !== v) ops.push({ op: 'add', path: `/spec/${pointerToken(k)}`, value: v });
-    }
-  }
-  if (change.labels) {
-    const have = current.metadata.labels;
-    const entries = Object.entries(change.labels);
-    if (!have) {
-      const set = entries.filter(([, v]) => v !== null);
-      if (set.length > 0) ops.push({ op: 'add', path: '/metadata/labels', value: Object.fromEntries(set) });
-    } else {
-      for (const [k, v] of entries) {
-        const path = `/metadata/labels/${pointerToken(k)}`;
-        if (v === null) {
-          if (Object.hasOwn(have, k)) ops.push({ op: 'remove', path });
-        } else if (have[k] !== v) ops.push({ op: 'add', path, value: v });
-      }
-    }
-  }
-  if (change.finalizers) {
-    const have = current.metadata.finalizers ?? [];
-    const same =
-      have.length === change.finalizers.length && have.every((f, i) => f === change.finalizers?.[i]);
-    if (!same) ops.push({ op: 'add', path: '/metadata/finalizers', value: [...change.finalizers] });
-  }
-  return ops;
-}
 
 /** RFC 3339 in whole seconds, as the API server writes times (a Date when a caller built the object). */
 function rfc3339(t: Date | string | undefined): string | undefined {
@@ -160,7 +114,6 @@ export function createK8sCluster(options: K8sClusterOptions): Cluster {
 }
 
 const CUSTOM = `/apis/${GROUP}/${VERSION}`;
-const JSON_PATCH = 'application/json-patch+json';
 const MERGE_PATCH = 'application/merge-patch+json';
 
 class K8sCluster implements Cluster {
@@ -168,8 +121,6 @@ class K8sCluster implements Cluster {
   private readonly namespace: string;
   private readonly eventNamespace: string;
   private readonly log: Pick<Logger, 'warn'>;
-  /** The last copy of each EIP this adapter saw, so updateEip can build its patch without another GET. */
-  private readonly seen = new Map<string, IptablesEip>();
   private readonly cacheTtlMs: number;
   /** Reads of slowly changing objects, by kind and name, with when they were made (a pending read is shared). */
   private readonly cache = new Map<string, { at: number; value: Promise<unknown> }>();
@@ -198,10 +149,7 @@ class K8sCluster implements Cluster {
   // ------------------------------------------------------------ reads
 
   async getEip(name: string): Promise<IptablesEip | undefined> {
-    const eip = await this.getCustom<IptablesEip>(Plural.eip, name);
-    if (eip) this.remember(eip);
-    else this.seen.delete(name);
-    return eip;
+    return this.getCustom<IptablesEip>(Plural.eip, name);
   }
 
   listEips(): Promise<IptablesEip[]> {
@@ -210,9 +158,7 @@ class K8sCluster implements Cluster {
 
   async listEipsByLabel(key: string, value: string): Promise<IptablesEip[]> {
     if (!LABEL_VALUE.test(value) || value.length > 63) return [];
-    const eips = await this.listCustom<IptablesEip>(Plural.eip, `${key}=${value}`);
-    for (const e of eips) this.remember(e);
-    return eips;
+    return this.listCustom<IptablesEip>(Plural.eip, `${key}=${value}`);
   }
 
   getQosPolicy(name: string): Promise<QoSPolicy | undefined> {
@@ -289,39 +235,26 @@ class K8sCluster implements Cluster {
     change: EipObjectChange,
   ): Promise<IptablesEip | undefined> {
     const what = `patch ${Plural.eip} "${name}"`;
-    let current = this.seen.get(name);
-    if (current?.metadata.resourceVersion !== resourceVersion) {
-      current = await this.getEip(name);
-      if (!current) return undefined;
-      if (current.metadata.resourceVersion !== resourceVersion) {
-        throw new ConflictError(
-          `${what}: the object has been modified (resourceVersion ${resourceVersion} read, ${current.metadata.resourceVersion} now)`,
-        );
-      }
-    }
-    const ops = eipPatchOps(current, change);
-    if (ops.length === 0) return current;
-    const body: JsonPatchOp[] = [
-      { op: 'test', path: '/metadata/resourceVersion', value: resourceVersion },
-      ...ops,
-    ];
+    const spec = Object.fromEntries(Object.entries(change.spec ?? {}).filter(([, v]) => v !== undefined));
+    const labels = change.labels && Object.keys(change.labels).length > 0 ? change.labels : undefined;
+    if (!Object.keys(spec).length && !labels && !change.finalizers) return this.getEip(name);
+    const body = {
+      metadata: {
+        resourceVersion,
+        ...(labels && { labels }),
+        ...(change.finalizers && { finalizers: [...change.finalizers] }),
+      },
+      ...(Object.keys(spec).length > 0 && { spec }),
+    };
     try {
-      const updated = await this.rest.request<IptablesEip>('PATCH', `${CUSTOM}/${Plural.eip}/${seg(name)}`, {
+      return await this.rest.request<IptablesEip>('PATCH', `${CUSTOM}/${Plural.eip}/${seg(name)}`, {
         query: { fieldManager: FIELD_MANAGER },
         body,
-        contentType: JSON_PATCH,
+        contentType: MERGE_PATCH,
       });
-      this.remember(updated);
-      return updated;
     } catch (e) {
-      if (statusOf(e) === 404) {
-        this.seen.delete(name);
-        return undefined;
-      }
-      if (isPreconditionFailure(e)) {
-        this.seen.delete(name);
-        throw conflict(e, what);
-      }
+      if (statusOf(e) === 404) return undefined;
+      if (statusOf(e) === 409) throw conflict(e, what);
       throw translate(e, what);
     }
   }
@@ -335,13 +268,9 @@ class K8sCluster implements Cluster {
         `${CUSTOM}/${Plural.eip}/${seg(name)}/status`,
         { query: { fieldManager: FIELD_MANAGER }, body: { status }, contentType: MERGE_PATCH },
       );
-      this.remember(updated);
       return updated;
     } catch (e) {
-      if (statusOf(e) === 404) {
-        this.seen.delete(name);
-        return undefined;
-      }
+      if (statusOf(e) === 404) return undefined;
       throw translate(e, `patch ${Plural.eip} "${name}" /status`);
     }
   }
@@ -386,17 +315,6 @@ class K8sCluster implements Cluster {
   }
 
   // ------------------------------------------------------------ helpers
-
-  private remember(eip: IptablesEip): void {
-    const name = eip.metadata?.name;
-    if (!name) return;
-    this.seen.delete(name);
-    this.seen.set(name, eip);
-    if (this.seen.size > 256) {
-      const oldest = this.seen.keys().next().value;
-      if (oldest !== undefined) this.seen.delete(oldest);
-    }
-  }
 
   private listPods(labelSelector: string): Promise<{ items: V1Pod[] }> {
     return this.rest.request<{ items: V1Pod[] }>('GET', `/api/v1/namespaces/${seg(this.namespace)}/pods`, {

@@ -58,17 +58,6 @@ export function translate(e: unknown, what: string): EipError {
   return new ClusterUnavailableError(message, status, { cause: e });
 }
 
-/** A JSON patch whose `test` of /metadata/resourceVersion failed (422), or a 409: the object changed. */
-export function isPreconditionFailure(e: unknown): boolean {
-  const status = statusOf(e);
-  if (status === 409) return true;
-  return (
-    status === 422 &&
-    /test failed|testing value/i.test(apiMessage(e)) &&
-    /resourceVersion/.test(apiMessage(e))
-  );
-}
-
 export function conflict(e: unknown, what: string): ConflictError {
   return new ConflictError(`${what}: the object has been modified since it was read (${apiMessage(e)})`, {
     cause: e,
