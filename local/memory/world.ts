@@ -18,7 +18,7 @@ import {
 import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
-import type { Deps } from '../../shared/ports.js';
+import type { Clock, Deps } from '../../shared/ports.js';
 import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
 import { MemoryIpam } from './ipam.js';
@@ -27,11 +27,18 @@ import { MemoryLeases } from './leases.js';
 export const GW = 'gw1';
 export const POD = gatewayPodName(GW);
 
-export class ManualClock {
+/**
+ * The one manual clock (the in-memory world's, and every test's through test/support/clock.ts): time moves only
+ * when told. `now` is a bound function, so the clock can be handed to code that keeps `clock.now` alone.
+ */
+export class ManualClock implements Clock {
   constructor(public t = Date.parse('2026-11-29T10:00:00Z')) {}
   now = (): number => this.t;
   advance(ms: number): void {
     this.t += ms;
+  }
+  set(t: number): void {
+    this.t = t;
   }
 }
 
