@@ -10,6 +10,7 @@
 import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../domain/addressing.js';
 import {
   AddressConflictError,
+  AddressOutOfRangeError,
   ConflictError,
   DependencyMissingError,
   GatewayNotReadyError,
@@ -230,9 +231,14 @@ function validateSpec(eip: IptablesEip): void {
     if (problem)
       throw new InvalidSpecError(`macAddress ${JSON.stringify(macAddress.slice(0, 32))} ${problem}`);
   }
-  const requested = v4ip?.trim();
-  if (requested && parseAddress(requested)?.family !== 4)
-    throw new InvalidSpecError(`failed to parse eip ip ${JSON.stringify(requested.slice(0, 64))}`);
+  // kube-ovn's words ("failed to parse eip ip"), with the field named. Surrounding spaces are refused, not trimmed:
+  // the value a user wrote is the value checked.
+  if (v4ip && parseAddress(v4ip)?.family !== 4)
+    throw new InvalidSpecError(`spec.v4ip: failed to parse eip ip ${JSON.stringify(v4ip.slice(0, 64))}`);
+  if (eip.spec.v6ip && parseAddress(eip.spec.v6ip)?.family !== 6)
+    throw new InvalidSpecError(
+      `spec.v6ip: ${JSON.stringify(eip.spec.v6ip.slice(0, 64))} is not an IPv6 address`,
+    );
 }
 
 async function requireFeature(deps: Deps): Promise<void> {
@@ -243,7 +249,11 @@ async function requireFeature(deps: Deps): Promise<void> {
 /** The IPv4 pool of a subnet. @throws DependencyMissingError when it is missing, InvalidSpecError without IPv4 */
 async function v4PoolOf(deps: Deps, name: string): Promise<{ v4: Pool; v6?: Pool }> {
   const subnet = await deps.cluster.getSubnet(name);
-  if (!subnet) throw new DependencyMissingError(`subnet ${name} not found`, { kind: 'Subnet', name });
+  if (!subnet)
+    throw new DependencyMissingError(`subnet ${name} not found (spec.externalSubnet)`, {
+      kind: 'Subnet',
+      name,
+    });
   const pools = poolsOf(subnet);
   const v4 = pools.find((p) => p.family === 4);
   if (!v4) throw new InvalidSpecError(`subnet ${name} does not support ipv4`);
@@ -288,7 +298,7 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const target = await v4PoolOf(deps, network);
   const gateway = await deps.cluster.getVpcNatGateway(gwName);
   if (!gateway)
-    throw new DependencyMissingError(`vpc nat gateway ${gwName} not found`, {
+    throw new DependencyMissingError(`vpc nat gateway ${gwName} not found (spec.natGwDp)`, {
       kind: 'VpcNatGateway',
       name: gwName,
     });
@@ -300,7 +310,9 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     throw new InvalidSpecError(
       `vpc nat gateway ${gwName} is not attached to subnet ${network} (its external subnets: ${attached.join(', ')})`,
     );
-  const requested = eip0.spec.v4ip?.trim();
+  const requested = eip0.spec.v4ip;
+  const unusable = requested ? staticAddressProblem(target.v4, requested) : undefined;
+  if (unusable) throw new AddressOutOfRangeError(`spec.v4ip: ${unusable}`);
   const qos = eip0.spec.qosPolicy ? await loadQos(deps, eip0.spec.qosPolicy) : undefined;
   if (qos) await assertBindable(deps, eip0, qos);
 

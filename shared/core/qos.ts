@@ -38,7 +38,11 @@ export interface LoadedQos {
  */
 export async function loadQos(deps: Deps, name: string): Promise<LoadedQos> {
   const policy = await deps.cluster.getQosPolicy(name);
-  if (!policy) throw new DependencyMissingError(`qos policy ${name} not found`, { kind: 'QoSPolicy', name });
+  if (!policy)
+    throw new DependencyMissingError(`qos policy ${name} not found (spec.qosPolicy)`, {
+      kind: 'QoSPolicy',
+      name,
+    });
   return validateQos(policy);
 }
 

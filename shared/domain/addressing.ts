@@ -32,7 +32,8 @@ type Addr = Address4 | Address6;
 
 /** Parses a plain address (no prefix) strictly; undefined if it is not one. */
 export function parseAddress(text: string): { family: Family; value: bigint } | undefined {
-  if (text.includes('/')) return undefined;
+  // Only the characters of an address: the library's parser tolerates trailing text ("1.2.3.4$(id)") and zones.
+  if (!/^[0-9A-Fa-f:.]+$/.test(text)) return undefined;
   if (Address4.isValid(text)) return { family: 4, value: new Address4(text).bigInt() };
   if (Address6.isValid(text)) return { family: 6, value: new Address6(text).bigInt() };
   return undefined;
@@ -102,8 +103,11 @@ export function parseRanges(
     const pb = parseAddress((b ?? '').trim());
     if (!pa || !pb) throw new InvalidSpecError(`subnet ${pool.subnet}: invalid ${what} entry "${text}"`);
     if (pa.family !== pool.family || pb.family !== pool.family) continue;
-    const [s, e] = pa.value <= pb.value ? [pa.value, pb.value] : [pb.value, pa.value];
-    ranges.push({ start: s, end: e });
+    if (pa.value > pb.value)
+      throw new InvalidSpecError(
+        `subnet ${pool.subnet}: invalid ${what} entry "${text}" (its first address is above its last)`,
+      );
+    ranges.push({ start: pa.value, end: pb.value });
   }
   ranges.sort((x, y) => (x.start < y.start ? -1 : x.start > y.start ? 1 : 0));
   const merged: Range[] = [];
@@ -197,6 +201,9 @@ export function poolsOf(subnet: {
     .split(',')
     .map((g) => g.trim())
     .filter(Boolean);
+  for (const g of gateways)
+    if (!parseAddress(g))
+      throw new InvalidSpecError(`subnet ${name} has an invalid gateway ${JSON.stringify(g.slice(0, 64))}`);
   const exclude = subnet.spec.excludeIps ?? [];
   const only = (subnet.metadata.annotations?.[EIP_RANGE_ANNOTATION] ?? '')
     .split(',')

@@ -12,6 +12,7 @@ import type { Context } from 'aws-lambda';
 import { invalidEvent, operations } from '../core/operations.js';
 import type { Outcome } from '../core/outcome.js';
 import { DeadlineError, EipError, InvalidEventError } from '../domain/errors.js';
+import { nameProblem } from '../domain/validation.js';
 import { type EipEvent, type HandlerName, parseEipEvent } from '../events.js';
 import type { Deps } from '../ports.js';
 
@@ -46,8 +47,9 @@ function parseEvent(
         const deps = await getDeps().catch(() => undefined);
         deps?.log.warn('event rejected', { handler, code: error.code, message: error.message });
         deps?.metrics.count('Outcomes', 1, { handler, status: 'rejected' });
+        // The outcome names the object only when its name is a valid one: never echo a hostile value back.
         const name = (request.event as Partial<EipEvent> | undefined)?.object?.name;
-        return invalidEvent(typeof name === 'string' ? name : '', error);
+        return invalidEvent(typeof name === 'string' && nameProblem(name) === undefined ? name : '', error);
       }
       return undefined;
     },

@@ -323,7 +323,7 @@ describe('add rejects, before any exec, what it cannot serve', () => {
     w.eip('eip-q', { qosPolicy: 'ghost' });
     expect(await w.run('add', 'eip-q')).toMatchObject({
       status: 'rejected',
-      message: 'qos policy ghost not found',
+      message: 'qos policy ghost not found (spec.qosPolicy)',
     });
     expect(w.gateway.calls).toEqual([]);
   });

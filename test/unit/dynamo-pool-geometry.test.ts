@@ -20,14 +20,16 @@ const v4Pool = fc
     const size = 2 ** (32 - prefix);
     const base = 0x0a000000; // 10.0.0.0
     const at = (n: number) => formatAddress(4, BigInt(base + (n % size)));
+    // A range never wraps past the end of the subnet: a reversed range is refused, as kube-ovn refuses it.
+    const range = (s: number, len: number) => `${at(s)}..${at(Math.min((s % size) + len, size - 1))}`;
     const pool: Pool = {
       subnet: 'p',
       family: 4,
       cidr: `10.0.0.0/${prefix}`,
       gateway: at(gw),
-      exclude: excl.map(([s, len]) => (len === 0 ? at(s) : `${at(s)}..${at(s + len)}`)),
+      exclude: excl.map(([s, len]) => (len === 0 ? at(s) : range(s, len))),
     };
-    if (only) pool.only = [`${at(only[0])}..${at(only[0] + only[1])}`];
+    if (only) pool.only = [range(only[0], only[1])];
     return pool;
   });
 
