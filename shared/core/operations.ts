@@ -12,6 +12,7 @@ import {
   AddressConflictError,
   AddressOutOfRangeError,
   ConflictError,
+  DeadlineError,
   DependencyMissingError,
   GatewayNotReadyError,
   GatewayRefusedError,
@@ -19,6 +20,7 @@ import {
   InvalidSpecError,
   NatGwDisabledError,
   PermanentError,
+  RetryableError,
   UnsupportedChangeError,
 } from '../domain/errors.js';
 import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
@@ -103,8 +105,40 @@ async function underLease(
   return withLease(inv, deps, async () => {
     const eip = await readEip(inv, deps);
     if (isOutcome(eip)) return eip;
-    return body(new Run(inv, deps), eip);
+    try {
+      return await body(new Run(inv, deps), eip);
+    } catch (e) {
+      if (e instanceof RetryableError && !(e instanceof DeadlineError)) await notReadyYet(inv, deps, e);
+      throw e;
+    }
   });
+}
+
+/**
+ * A retryable failure of an EIP that has no address yet is written on it (Ready=False, the error's code and
+ * message) before the error goes back to be retried, still under the lease: if every retry fails and the event
+ * ends as a dead letter, the EIP says why it is not Ready. The next success replaces the condition. Best effort.
+ */
+async function notReadyYet(inv: Invocation, deps: Deps, error: RetryableError): Promise<void> {
+  try {
+    const eip = await deps.cluster.getEip(inv.event.object.name);
+    if (!eip || eip.status?.ip || eip.metadata.deletionTimestamp) return;
+    if (inv.event.object.uid && eip.metadata.uid !== inv.event.object.uid) return;
+    const conditions = setCondition(
+      eip.status?.conditions,
+      {
+        type: ConditionType.ready,
+        status: 'False',
+        reason: error.code,
+        message: error.message.slice(0, 1024),
+      },
+      new Date(deps.clock.now()).toISOString(),
+    );
+    const change = statusChanges(eip, { conditions });
+    if (change) await deps.cluster.patchEipStatus(eip.metadata.name, change);
+  } catch (e) {
+    inv.log.warn('could not record the failure on the EIP', { error: String(e) });
+  }
 }
 
 // ------------------------------------------------------------------------------------------- rejections
@@ -755,7 +789,11 @@ async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
   const rules = await deps.cluster.listNatRulesForEip(name);
   if (rules.length > 0) {
     const message = `eip "${name}" is still in use by ${rules.map((r) => `${r.kind}/${r.name}`).join(', ')}; deletion waits until they are deleted`;
+    // The rules still send traffic to the address: while deletion waits, a gateway restart is redone as for any
+    // configured EIP (address, then its QoS), so the EIP never says Ready without its address on net1.
+    const redo = await redoWhileWaiting(run, eip, held);
     const change = statusChanges(eip, {
+      ...(redo && { redo }),
       nat: natOf(rules),
       conditions: setCondition(
         eip.status?.conditions,
@@ -786,6 +824,26 @@ async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
   if (hasOurFinalizer(eip)) run.did('remove finalizer');
   if (after) run.inv.log.debug('finalized', { remainingFinalizers: after.metadata.finalizers ?? [] });
   return run.outcome(name);
+}
+
+/**
+ * For a terminating EIP that waits for its NAT rules: re-adds its address (and QoS) on the gateway it is recorded
+ * on when that gateway restarted since it was configured. Returns the new redo token, or undefined when nothing was
+ * needed (not configured, no recorded placement, the feature off).
+ */
+async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]): Promise<string | undefined> {
+  const { deps, inv } = run;
+  const ip = eip.status?.ip;
+  const alloc = ip ? held.find((a) => a.family === 4 && a.address === ip) : undefined;
+  if (!ip || !alloc?.placement || !(await deps.cluster.natGwFeature()).enabled) return undefined;
+  const pod = await runningGatewayPod(deps, alloc.placement.gateway);
+  const token = redoToken(pod);
+  if (eip.status?.redo === token && inv.event.reason !== 'gateway-restarted') return undefined;
+  const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
+  await run.gw(pod, 'eip-add', [`${ip}/${alloc.placement.prefix},${pool.gateway}`]);
+  const policy = validName(eip.status?.qosPolicy);
+  if (policy) await addQos(inv, deps, pod, ip, await loadQos(deps, policy));
+  return token;
 }
 
 // ------------------------------------------------------------------------------------------- reset

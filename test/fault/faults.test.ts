@@ -315,10 +315,9 @@ describe('permanent errors end in status.conditions', () => {
 });
 
 describe('no dead letter without a condition on the EIP', () => {
-  // KNOWN FAILURE (reported to the core and bridge owners): a retryable error writes nothing on the EIP, so an event
-  // the sink gives up on leaves the EIP with no condition saying why it is not Ready. `it.fails` keeps the expectation
-  // whole and turns red the day the product records it — then make this a plain `it`.
-  it.fails('an exec that fails every retry: the sink parks the event, and the EIP says why it is not Ready', async () => {
+  // A retryable failure of an EIP with no address yet is written on it (Ready=False, under the lease) before the
+  // error goes back to be retried, so the dead letter's EIP says why it is not Ready.
+  it('an exec that fails every retry: the sink parks the event, and the EIP says why it is not Ready', async () => {
     await lab.createEip('f-dead', { natGwDp: 'gw1' });
     const fault = lab.api.faults.failExec({
       command: 'eip-add',

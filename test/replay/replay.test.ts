@@ -285,15 +285,6 @@ function comparable(w: World): unknown {
   return state;
 }
 
-/**
- * KNOWN FAILURE (pinned by the `it.fails` below, reported to the core owner): an EIP that is terminating but still
- * used by a NAT rule is not redone after a gateway restart, so it stays Ready without its address on net1. The
- * property excuses exactly that violation for exactly such an EIP until the fix lands.
- */
-const KNOWN = /^(\S+): Ready but \S+ is not on net1$/;
-const terminating = (w: World, violation: string) =>
-  !!w.get(KNOWN.exec(violation)?.[1] ?? '')?.metadata.deletionTimestamp;
-
 let sequences = 0;
 let events = 0;
 let invocations = 0;
@@ -359,9 +350,7 @@ describe('replay: duplicated, reordered, delayed and stale events converge', () 
           await resync(ref);
           await resync(mix);
 
-          expect(invariantViolations(mix.w).filter((v) => !KNOWN.test(v) || !terminating(mix.w, v))).toEqual(
-            [],
-          );
+          expect(invariantViolations(mix.w)).toEqual([]);
           expect(comparable(mix.w)).toEqual(comparable(ref.w));
           expect(mix.allocations()).toBeLessThanOrEqual(ref.allocations());
           // The Allocations metric counts an EIP getting its address, once: never more than allocations were made.
@@ -379,7 +368,7 @@ describe('replay: duplicated, reordered, delayed and stale events converge', () 
 });
 
 describe('replay findings', () => {
-  it.fails('an EIP terminating while a NAT rule still uses it is redone after a container restart', async () => {
+  it('an EIP terminating while a NAT rule still uses it is redone after a container restart', async () => {
     const r = replayWorld();
     for (const c of [
       { kind: 'create', eip: 'b', qos: undefined },
