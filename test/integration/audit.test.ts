@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, paginateScan } from '@aws-sdk/client-dynamodb';
 import { type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -96,6 +96,19 @@ async function add(name: string, spec: Record<string, string>): Promise<string> 
 }
 
 const ips: Record<string, string> = {};
+/** Addresses this suite plants by hand, chosen free when planted (the allocator spreads EIPs over the pool). */
+const stray = { orphan: '', label: '', ghost: '', returning: '' };
+
+/** Addresses from 172.18.0.200 up that no allocation in the table holds now, as many as asked. */
+async function freeAddresses(count: number): Promise<string[]> {
+  const held = new Set<string>();
+  for await (const page of paginateScan({ client }, { TableName: TABLE }))
+    for (const it of page.Items ?? []) if (it.ownerUid?.S && it.address?.S) held.add(it.address.S);
+  const free: string[] = [];
+  for (let i = 200; i < 250 && free.length < count; i++)
+    if (!held.has(`172.18.0.${i}`)) free.push(`172.18.0.${i}`);
+  return free;
+}
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'eip-audit-'));
@@ -173,9 +186,10 @@ describe('npm run audit, on the real adapters', () => {
   });
 
   it('finds drift of every kind, and repairs the safe subset', async () => {
+    [stray.orphan, stray.label, stray.ghost] = (await freeAddresses(3)) as [string, string, string];
     // Inside the gateways.
     await sh('gw1', 'ip', 'addr', 'del', `${ips.d}/24`, 'dev', 'net1'); // missing
-    await sh('gw1', 'ip', 'addr', 'add', '172.18.0.200/24', 'dev', 'net1'); // orphan
+    await sh('gw1', 'ip', 'addr', 'add', `${stray.orphan}/24`, 'dev', 'net1'); // orphan
     await sh('gw2', 'ip', 'addr', 'add', `${ips.b}/24`, 'dev', 'net1'); // on two gateways
     await sh('gw1', 'ip', 'addr', 'del', `${ips.f}/24`, 'dev', 'net1'); // moved to the wrong gateway
     await sh('gw2', 'ip', 'addr', 'add', `${ips.f}/24`, 'dev', 'net1');
@@ -183,10 +197,10 @@ describe('npm run audit, on the real adapters', () => {
     // In the cluster.
     const g = await eip('g');
     await byHand(
-      ['label', 'iptables-eip', 'g', 'ovn.kubernetes.io/eip_v4_ip=172.18.0.250', '--overwrite'],
+      ['label', 'iptables-eip', 'g', `ovn.kubernetes.io/eip_v4_ip=${stray.label}`, '--overwrite'],
       () =>
         deps.cluster.updateEip('g', g.metadata.resourceVersion, {
-          labels: { 'ovn.kubernetes.io/eip_v4_ip': '172.18.0.250' },
+          labels: { 'ovn.kubernetes.io/eip_v4_ip': stray.label },
         }),
     );
     const objects = KubernetesObjectApi.makeApiClient(kubeConfigFromFile(join(dir, 'kubeconfig')));
@@ -213,10 +227,14 @@ describe('npm run audit, on the real adapters', () => {
     const past = { now: () => Date.now() - 3 * 3_600_000 };
     const subnet = (await deps.cluster.getSubnet('ovn-vpc-external-network'))!;
     const pool = poolsOf(subnet).find((p) => p.family === 4)!;
-    const leaked = await createDynamoIpam({ client, tableName: TABLE, clock: past }).claimAny(pool, {
-      uid: 'ghost-uid',
-      name: 'ghost',
-    });
+    const leaked = await createDynamoIpam({ client, tableName: TABLE, clock: past }).claimAddress(
+      pool,
+      stray.ghost,
+      {
+        uid: 'ghost-uid',
+        name: 'ghost',
+      },
+    );
     await createDynamoLeases({ client, tableName: TABLE, clock: past }).acquire(
       'eip#ghost',
       'dead-invocation',
@@ -244,7 +262,7 @@ describe('npm run audit, on the real adapters', () => {
     ).toEqual(['d', 'f']);
     expect(find('orphan-address')[0]).toMatchObject({
       gateway: 'gw1',
-      address: '172.18.0.200',
+      address: stray.orphan,
       repair: 'remove-orphan',
     });
     expect(find('duplicate-address')[0]).toMatchObject({ address: ips.b, eip: 'b' });
@@ -270,7 +288,7 @@ describe('npm run audit, on the real adapters', () => {
     expect(result('status-mismatch', 'e')).toBe('done');
     expect(result('leaked-allocation', leaked.address)).toBe('done');
     expect(result('stale-lease', 'eip#ghost')).toBe('done');
-    expect(result('orphan-address', '172.18.0.200')).toBe('waiting');
+    expect(result('orphan-address', stray.orphan)).toBe('waiting');
     expect(has('gw1', ips.d!)).toBe(true);
     expect(has('gw1', ips.f!)).toBe(true);
     expect(
@@ -303,26 +321,27 @@ describe('npm run audit, on the real adapters', () => {
         detail: expect.stringMatching(/first seen 1\dm ago/),
       }),
     ]);
-    expect(has('gw1', '172.18.0.200')).toBe(false);
+    expect(has('gw1', stray.orphan)).toBe(false);
     expect((await runAudit(deps)).drift).toEqual([]);
   }, 60_000);
 
   it('an orphan that returns after it was gone starts a new grace period', async () => {
     offset = 0;
-    await sh('gw2', 'ip', 'addr', 'add', '172.18.0.201/24', 'dev', 'net1');
+    [stray.returning] = (await freeAddresses(1)) as [string];
+    await sh('gw2', 'ip', 'addr', 'add', `${stray.returning}/24`, 'dev', 'net1');
     const first = await runAudit(deps);
     expect((await repairDrift(deps, first, { orphanGraceMs: 10 * MIN }))[0]?.result).toBe('waiting');
-    await sh('gw2', 'ip', 'addr', 'del', '172.18.0.201/24', 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'del', `${stray.returning}/24`, 'dev', 'net1');
     offset = 5 * MIN;
     await repairDrift(deps, await runAudit(deps), { orphanGraceMs: 10 * MIN }); // clean: the sighting is forgotten
-    await sh('gw2', 'ip', 'addr', 'add', '172.18.0.201/24', 'dev', 'net1');
+    await sh('gw2', 'ip', 'addr', 'add', `${stray.returning}/24`, 'dev', 'net1');
     offset = 11 * MIN;
     const back = await runAudit(deps);
     expect((await repairDrift(deps, back, { orphanGraceMs: 10 * MIN }))[0]?.result).toBe('waiting');
-    expect(has('gw2', '172.18.0.201')).toBe(true);
+    expect(has('gw2', stray.returning)).toBe(true);
     offset = 22 * MIN;
     await repairDrift(deps, await runAudit(deps), { orphanGraceMs: 10 * MIN });
-    expect(has('gw2', '172.18.0.201')).toBe(false);
+    expect(has('gw2', stray.returning)).toBe(false);
     offset = 0;
   }, 30_000);
 
