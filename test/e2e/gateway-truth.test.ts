@@ -277,15 +277,20 @@ describe.skipIf(skip)('gateway truth on the local stack (issue 12)', () => {
   });
 
   it('case 6: an EIP rejected for an address conflict becomes Ready by itself once the address is freed', async () => {
-    await applyEip('t6-holder', { natGwDp: 'gw1', v4ip: '172.18.0.201' });
+    // Two addresses no EIP has (every allocated address of this stack is on net1; the allocator spreads them out).
+    const on = new Set(net1('gw1').map((a) => a.split('/')[0]));
+    const [held, outside] = Array.from({ length: 50 }, (_, i) => `172.18.0.${200 + i}`).filter(
+      (a) => !on.has(a),
+    ) as [string, string];
+    await applyEip('t6-holder', { natGwDp: 'gw1', v4ip: held });
     await ready('t6-holder');
-    await applyEip('t6-waiter', { natGwDp: 'gw1', v4ip: '172.18.0.201' });
+    await applyEip('t6-waiter', { natGwDp: 'gw1', v4ip: held });
     await condition('t6-waiter', 'Validated', 'False', 'AddressConflict');
     await kc('delete', 'iptables-eip', 't6-holder', '--timeout=20s');
     const e = await ready('t6-waiter', 30_000);
-    expect(e.status?.ip).toBe('172.18.0.201');
+    expect(e.status?.ip).toBe(held);
     expect(conditionOf(e, 'Validated')).toBeUndefined();
-    expect(net1('gw1')).toContain('172.18.0.201/24');
+    expect(net1('gw1')).toContain(`${held}/24`);
 
     // A blocker that clears with no Kubernetes change at all (an allocation freed in the table): only the capped
     // backoff brings the EIP back.
@@ -295,14 +300,12 @@ describe.skipIf(skip)('gateway truth on the local stack (issue 12)', () => {
       cidr: '172.18.0.0/24',
       exclude: [],
     };
-    await withIpam((ipam) => ipam.claimAddress(pool, '172.18.0.202', { uid: 'outside', name: 'outside' }));
-    await applyEip('t6-table', { natGwDp: 'gw1', v4ip: '172.18.0.202' });
+    await withIpam((ipam) => ipam.claimAddress(pool, outside, { uid: 'outside', name: 'outside' }));
+    await applyEip('t6-table', { natGwDp: 'gw1', v4ip: outside });
     await condition('t6-table', 'Validated', 'False', 'AddressConflict');
     await new Promise((r) => setTimeout(r, 3_000)); // blocked for a while: its backoff has grown
-    expect(
-      await withIpam((ipam) => ipam.release('ovn-vpc-external-network', '172.18.0.202', 'outside')),
-    ).toBe(true);
-    expect((await ready('t6-table', 30_000)).status?.ip).toBe('172.18.0.202');
+    expect(await withIpam((ipam) => ipam.release('ovn-vpc-external-network', outside, 'outside'))).toBe(true);
+    expect((await ready('t6-table', 30_000)).status?.ip).toBe(outside);
   }, 60_000);
 
   it('case 7: a rejected EIP carries no allocation labels; they appear, with kube-ovn values, once it is configured', async () => {

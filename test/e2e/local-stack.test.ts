@@ -144,14 +144,17 @@ describe.skipIf(skip)('the local stack, end to end', () => {
   });
 
   it('creates a random and a static EIP applied with kubectl', async () => {
-    await apply(eipYaml('e2e-random', { natGwDp: 'gw1' }));
-    await apply(eipYaml('e2e-static', { natGwDp: 'gw1', v4ip: '172.18.0.200' }));
-    const random = await ready('e2e-random');
+    // The static one first, at an address no EIP has: the allocator spreads random EIPs over the pool.
+    const on = new Set(net1().map((a) => a.split('/')[0]));
+    const wanted = Array.from({ length: 50 }, (_, i) => `172.18.0.${200 + i}`).find((a) => !on.has(a))!;
+    await apply(eipYaml('e2e-static', { natGwDp: 'gw1', v4ip: wanted }));
     const fixed = await ready('e2e-static');
-    expect(fixed.status?.ip).toBe('172.18.0.200');
+    await apply(eipYaml('e2e-random', { natGwDp: 'gw1' }));
+    const random = await ready('e2e-random');
+    expect(fixed.status?.ip).toBe(wanted);
     expect(random.status?.ip).not.toBe(fixed.status?.ip);
-    expect(net1()).toEqual(expect.arrayContaining([`${random.status!.ip}/24`, '172.18.0.200/24']));
-    expect(await ipamHolds(fixed.metadata.uid)).toEqual(['172.18.0.200']);
+    expect(net1()).toEqual(expect.arrayContaining([`${random.status!.ip}/24`, `${wanted}/24`]));
+    expect(await ipamHolds(fixed.metadata.uid)).toEqual([wanted]);
   });
 
   it('rejects a static request for the subnet gateway with a condition, before any exec', async () => {
