@@ -42,6 +42,13 @@ const STATUS = 3;
 const CLOSE = 255;
 /** How long an exec waits for the client's pong before it runs anyway. */
 const PONG_WAIT_MS = 2000;
+/**
+ * After the pong, how long the command takes to "start" before its first frame. The pong proves the client's reader
+ * runs, not that its streams exist yet: on a starved machine (hundreds of kubectl processes on two cores) the
+ * goroutine that creates them can lag the reader by a scheduling slice. A real container runtime takes longer than
+ * this to start a process, so nothing a real server sends could arrive sooner.
+ */
+const START_GRACE_MS = 25;
 
 /** The status frame payload (Go's encoding of metav1.Status without kind/apiVersion). */
 export function exitStatus(exitCode: number): Record<string, unknown> {
@@ -304,8 +311,8 @@ export class ExecServer {
         this.timers.delete(timer);
         ws.off('pong', done);
         ws.off('close', done);
-        // One more turn of the event loop: the client's stream set-up runs beside its reader.
-        setImmediate(resolve);
+        // The client's stream set-up runs beside its reader: give it the time a process start would take.
+        setTimeout(resolve, START_GRACE_MS);
       };
       const timer = setTimeout(done, PONG_WAIT_MS);
       this.timers.add(timer);
