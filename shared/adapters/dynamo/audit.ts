@@ -10,10 +10,6 @@ import {
   GetItemCommand,
   type GetItemCommandOutput,
   PutItemCommand,
-  QueryCommand,
-  type QueryCommandOutput,
-  ScanCommand,
-  type ScanCommandOutput,
 } from '@aws-sdk/client-dynamodb';
 import type { AuditAllocation } from '../../audit/model.js';
 import type { AddressRecord, AuditStore } from '../../audit/ports.js';
@@ -39,27 +35,18 @@ export function createDynamoAuditStore(options: StoreOptions): AuditStore {
     async read() {
       const allocations: AuditAllocation[] = [];
       const leases: Lease[] = [];
-      let start: Item | undefined;
-      do {
-        const page = await store.send<ScanCommandOutput>(
-          new ScanCommand({
-            TableName: table,
-            FilterExpression: 'attribute_exists(#ownerUid) OR #sk = :lease',
-            ExpressionAttributeNames: { '#ownerUid': 'ownerUid', '#sk': 'sk' },
-            ExpressionAttributeValues: { ':lease': { S: LEASE_SK } },
-            ExclusiveStartKey: start,
-          }),
-        );
-        for (const it of page.Items ?? []) {
-          if (it.sk?.S === LEASE_SK) {
-            if (it.leaseKey?.S && it.holder?.S && it.expiresAt?.N)
-              leases.push({ key: it.leaseKey.S, holder: it.holder.S, expiresAt: Number(it.expiresAt.N) });
-          } else if (it.ownerUid?.S && it.address?.S && it.subnet?.S && ADDRESS_SK.test(it.sk?.S ?? '')) {
-            allocations.push(toAllocation(it));
-          }
+      for await (const it of store.scanItems({
+        FilterExpression: 'attribute_exists(#ownerUid) OR #sk = :lease',
+        ExpressionAttributeNames: { '#ownerUid': 'ownerUid', '#sk': 'sk' },
+        ExpressionAttributeValues: { ':lease': { S: LEASE_SK } },
+      })) {
+        if (it.sk?.S === LEASE_SK) {
+          if (it.leaseKey?.S && it.holder?.S && it.expiresAt?.N)
+            leases.push({ key: it.leaseKey.S, holder: it.holder.S, expiresAt: Number(it.expiresAt.N) });
+        } else if (it.ownerUid?.S && it.address?.S && it.subnet?.S && ADDRESS_SK.test(it.sk?.S ?? '')) {
+          allocations.push(toAllocation(it));
         }
-        start = page.LastEvaluatedKey;
-      } while (start);
+      }
       return { allocations, leases };
     },
 
@@ -97,22 +84,13 @@ export function createDynamoAuditStore(options: StoreOptions): AuditStore {
 
     async sightings(gateway) {
       const out = new Map<string, number>();
-      let start: Item | undefined;
-      do {
-        const page = await store.send<QueryCommandOutput>(
-          new QueryCommand({
-            TableName: table,
-            KeyConditionExpression: '#pk = :pk',
-            ExpressionAttributeNames: { '#pk': 'pk' },
-            ExpressionAttributeValues: { ':pk': { S: sightingPk(gateway) } },
-            ConsistentRead: true,
-            ExclusiveStartKey: start,
-          }),
-        );
-        for (const it of page.Items ?? [])
-          if (it.sk?.S && it.firstSeenAt?.N) out.set(it.sk.S, Number(it.firstSeenAt.N));
-        start = page.LastEvaluatedKey;
-      } while (start);
+      for await (const it of store.queryItems({
+        KeyConditionExpression: '#pk = :pk',
+        ExpressionAttributeNames: { '#pk': 'pk' },
+        ExpressionAttributeValues: { ':pk': { S: sightingPk(gateway) } },
+        ConsistentRead: true,
+      }))
+        if (it.sk?.S && it.firstSeenAt?.N) out.set(it.sk.S, Number(it.firstSeenAt.N));
       return out;
     },
 

@@ -19,12 +19,6 @@ import {
   GetItemCommand,
   type GetItemCommandOutput,
   PutItemCommand,
-  paginateQuery,
-  paginateScan,
-  type QueryCommandInput,
-  type QueryCommandOutput,
-  type ScanCommandInput,
-  type ScanCommandOutput,
   UpdateItemCommand,
   type UpdateItemCommandOutput,
 } from '@aws-sdk/client-dynamodb';
@@ -532,7 +526,7 @@ export class DynamoIpam implements Ipam {
     const seen = new Set<bigint>();
     const released: { value: bigint; at: number }[] = [];
     const ptr = pointerSk(g, home, uid);
-    for await (const it of this.queryItems({
+    for await (const it of this.store.queryItems({
       KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
       ExpressionAttributeValues: {
         ':pk': { S: g.pk },
@@ -660,7 +654,7 @@ export class DynamoIpam implements Ipam {
   private async oldestReleased(g: PoolGeometry): Promise<bigint[]> {
     const batch = this.tuning.reuseBatch;
     const out: bigint[] = [];
-    for await (const it of this.queryItems({
+    for await (const it of this.store.queryItems({
       IndexName: INDEX.byFree,
       KeyConditionExpression: '#freePool = :pk',
       ExpressionAttributeNames: names('freePool'),
@@ -739,7 +733,7 @@ export class DynamoIpam implements Ipam {
 
   private async fullMarkers(g: PoolGeometry, from: bigint, to: bigint): Promise<Set<bigint>> {
     const out = new Set<bigint>();
-    for await (const it of this.queryItems({
+    for await (const it of this.store.queryItems({
       KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
       ExpressionAttributeValues: { ':pk': { S: g.pk }, ':a': { S: fullSk(from) }, ':b': { S: fullSk(to) } },
       ProjectionExpression: 'sk, #fingerprint',
@@ -772,7 +766,7 @@ export class DynamoIpam implements Ipam {
   private async usedSlots(g: PoolGeometry, seg: bigint): Promise<Set<bigint>> {
     const { first, last } = g.segment(seg);
     const used = new Set<bigint>();
-    for await (const it of this.queryItems({
+    for await (const it of this.store.queryItems({
       KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
       ExpressionAttributeValues: {
         ':pk': { S: g.pk },
@@ -789,44 +783,6 @@ export class DynamoIpam implements Ipam {
     return used;
   }
 
-  /** Every item a Query returns, page after page, through the SDK's paginator (break out to stop reading). */
-  private async *queryItems(
-    input: Omit<QueryCommandInput, 'TableName' | 'ExclusiveStartKey'>,
-  ): AsyncGenerator<Item> {
-    const pages = paginateQuery({ client: this.store.client }, { ...input, TableName: this.store.tableName });
-    let page: QueryCommandOutput | undefined;
-    for (;;) {
-      try {
-        const next = await pages.next();
-        if (next.done) return;
-        page = next.value;
-      } catch (e) {
-        throw this.store.failure('Query', e);
-      }
-      this.store.observe('Query', page);
-      yield* page.Items ?? [];
-    }
-  }
-
-  /** Every item of a Scan, page after page, through the SDK's paginator. */
-  private async *scanItems(
-    input: Omit<ScanCommandInput, 'TableName' | 'ExclusiveStartKey'>,
-  ): AsyncGenerator<Item> {
-    const pages = paginateScan({ client: this.store.client }, { ...input, TableName: this.store.tableName });
-    let page: ScanCommandOutput | undefined;
-    for (;;) {
-      try {
-        const next = await pages.next();
-        if (next.done) return;
-        page = next.value;
-      } catch (e) {
-        throw this.store.failure('Scan', e);
-      }
-      this.store.observe('Scan', page);
-      yield* page.Items ?? [];
-    }
-  }
-
   // ------------------------------------------------------------------ lookups and releases
 
   findByOwner(ownerUid: string): Promise<Allocation[]> {
@@ -837,7 +793,7 @@ export class DynamoIpam implements Ipam {
   private async held(ownerUid: string, pk?: string): Promise<Allocation[]> {
     if (!ownerUid) return [];
     const seen: Item[] = [];
-    for await (const it of this.queryItems({
+    for await (const it of this.store.queryItems({
       IndexName: INDEX.byOwner,
       KeyConditionExpression: '#ownerUid = :uid',
       ExpressionAttributeNames: names('ownerUid'),
@@ -866,7 +822,7 @@ export class DynamoIpam implements Ipam {
   async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
     if (!ownerUid) return [];
     const released: Allocation[] = [];
-    for await (const it of this.queryItems({
+    for await (const it of this.store.queryItems({
       IndexName: INDEX.byOwner,
       KeyConditionExpression: '#ownerUid = :uid',
       ExpressionAttributeNames: names('ownerUid'),
@@ -1003,7 +959,7 @@ export class DynamoIpam implements Ipam {
     const held = new Map<string, number>();
     const perOwnerPool = new Map<string, Allocation[]>();
     const candidates: { item: Item; allocation: Allocation }[] = [];
-    for await (const item of this.scanItems({ IndexName: INDEX.byOwner })) {
+    for await (const item of this.store.scanItems({ IndexName: INDEX.byOwner })) {
       if (!item.ownerUid?.S || !item.address?.S) continue;
       const a = toAllocation(item);
       report.scanned++;

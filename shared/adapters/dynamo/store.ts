@@ -1,7 +1,7 @@
 /**
  * The one place where DynamoDB errors become domain errors. Every request of the adapters goes through
- * `Store.send` (or `Store.sendConditional` for writes guarded by a condition), or, for Query and Scan, through the
- * SDK's paginators with `Store.failure` / `Store.observe` around them:
+ * `Store.send` (or `Store.sendConditional` for writes guarded by a condition), or, for reads of many pages,
+ * `Store.queryItems` / `Store.scanItems` (the SDK's paginators, every page observed and every failure translated):
  *
  * - `ConditionalCheckFailedException` is not an error here: `sendConditional` reports it as `{ ok: false }`
  *   and the caller turns it into the domain outcome (a conflict, a held lease, a no-op release);
@@ -20,12 +20,18 @@ import {
   type DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
+  paginateQuery,
+  paginateScan,
   QueryCommand,
+  type QueryCommandInput,
   ScanCommand,
+  type ScanCommandInput,
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { StoreUnavailableError } from '../../domain/errors.js';
 import type { Logger, Metrics } from '../../ports.js';
+
+type Item = Record<string, AttributeValue>;
 
 /** Error names that a later attempt can cure. */
 const TRANSIENT = new Set([
@@ -120,6 +126,33 @@ export class Store {
         return { ok: false, item: (e as ConditionalCheckFailedException).Item };
       }
       throw this.failure(op, e);
+    }
+  }
+
+  /** Every item a Query returns, page after page, through the SDK's paginator (break out to stop reading). */
+  queryItems(input: Omit<QueryCommandInput, 'TableName' | 'ExclusiveStartKey'>): AsyncGenerator<Item> {
+    return this.pages(
+      'Query',
+      paginateQuery({ client: this.client }, { ...input, TableName: this.tableName }),
+    );
+  }
+
+  /** Every item of a Scan, page after page, through the SDK's paginator. */
+  scanItems(input: Omit<ScanCommandInput, 'TableName' | 'ExclusiveStartKey'>): AsyncGenerator<Item> {
+    return this.pages('Scan', paginateScan({ client: this.client }, { ...input, TableName: this.tableName }));
+  }
+
+  private async *pages(op: string, pages: AsyncIterator<{ Items?: Item[] }>): AsyncGenerator<Item> {
+    for (;;) {
+      let next: IteratorResult<{ Items?: Item[] }>;
+      try {
+        next = await pages.next();
+      } catch (e) {
+        throw this.failure(op, e);
+      }
+      if (next.done) return;
+      this.observe(op, next.value);
+      yield* next.value.Items ?? [];
     }
   }
 
