@@ -4,6 +4,7 @@
  * Kinds and their meaning: docs/audit.md; decisions: docs/adr/0038-drift-model.md.
  */
 import { formatAddress, parseAddress, staticAddressProblem } from '../domain/addressing.js';
+import { gatewayOfApp } from '../domain/gateway-pod.js';
 import { externalNetworkOf, type GatewayPod, type IptablesEip, Label } from '../domain/kube-ovn.js';
 import type { Allocation, Lease, Pool } from '../ports.js';
 import type { GatewayState, QosFilter } from './inspect.js';
@@ -101,8 +102,7 @@ export interface AuditOptions {
   leaseSlackMs?: number;
 }
 
-export const gatewayOfPod = (pod: Pick<GatewayPod, 'app'>): string | undefined =>
-  pod.app?.startsWith('vpc-nat-gw-') ? pod.app.slice('vpc-nat-gw-'.length) : undefined;
+export const gatewayOfPod = (pod: Pick<GatewayPod, 'app'>): string | undefined => gatewayOfApp(pod.app);
 
 /** The gateway an EIP's address belongs on: where it was recorded as configured, else the EIP's spec. */
 export function gatewayOfAllocation(a: Allocation, eip: IptablesEip | undefined): string | undefined {

@@ -4,6 +4,7 @@
  * reader here tolerates both and never trusts a field to be present.
  */
 import { createHash } from 'node:crypto';
+import { gatewayOfApp } from '../domain/gateway-pod.js';
 import { Annotation, GATEWAY_CONTAINER, Label } from '../domain/kube-ovn.js';
 import type { ObjectSnapshot } from '../events.js';
 
@@ -85,9 +86,7 @@ function canonical(v: unknown): string {
 export function gatewayOfPod(pod: KubeObject): string | undefined {
   const annotated = pod.metadata?.annotations?.[Annotation.vpcNatGw];
   if (annotated) return annotated;
-  const app = pod.metadata?.labels?.[Label.app];
-  const prefix = 'vpc-nat-gw-';
-  return app?.startsWith(prefix) && app.length > prefix.length ? app.slice(prefix.length) : undefined;
+  return gatewayOfApp(pod.metadata?.labels?.[Label.app]);
 }
 
 interface ContainerStatus {
