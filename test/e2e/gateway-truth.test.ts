@@ -3,20 +3,17 @@
  * clean-up happens where the address really is, bad values are refused before anything is held, and blocked EIPs
  * recover by themselves. One test per case of issue 12 (docs/kube-ovn-differences.md lists what stays different).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
-import { type LocalStack, startLocalStack } from '../../local/stack.js';
+import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { Condition, IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import type { Ipam } from '../../shared/ports.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
+import { startTestStack, type TestStack } from '../support/stack.js';
 
 const { skip } = kubectlOrSkip();
 const NS = 'kube-system';
@@ -27,8 +24,8 @@ const ALLOCATION_LABELS = [
   'ovn.kubernetes.io/qos',
 ];
 
+let t: TestStack | undefined;
 let stack: LocalStack;
-let dir: string;
 let custom: CustomObjectsApi;
 let core: CoreV1Api;
 
@@ -132,18 +129,8 @@ const noAllocationLabels = (e: IptablesEip | undefined) =>
 
 describe.skipIf(skip)('gateway truth on the local stack (issue 12)', () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'eip-truth-'));
-    stack = await startLocalStack({
-      kubeconfig: join(dir, 'kubeconfig'),
-      log: memoryLogger('warn'),
-      say: () => {},
-      retries: 20,
-      retryBackoffMs: 100,
-    });
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromFile(stack.kubeconfig);
-    custom = kubeConfig.makeApiClient(CustomObjectsApi);
-    core = kubeConfig.makeApiClient(CoreV1Api);
+    t = await startTestStack('eip-truth-', { retries: 20, retryBackoffMs: 100 });
+    ({ stack, custom, core } = t);
     await apply(
       yamlOf('VpcNatGateway', 'gw2', {
         vpc: 'vpc1',
@@ -157,8 +144,7 @@ describe.skipIf(skip)('gateway truth on the local stack (issue 12)', () => {
   }, 60_000);
 
   afterAll(async () => {
-    await stack?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await t?.stop();
   });
 
   it('case 1: a refused natGwDp change (label removed by hand) is cleaned up on the gateway the address is on', async () => {

@@ -2,19 +2,16 @@
  * End to end on the local stack: kubectl and client-node as users, the bridge routing, the handlers on the real
  * adapters (DynamoDB IPAM in dynalite, pods/exec into the simulated gateway).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
-import { type LocalStack, startLocalStack } from '../../local/stack.js';
+import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
+import { startTestStack, type TestStack } from '../support/stack.js';
 
 const { skip } = kubectlOrSkip();
 const NS = 'kube-system';
@@ -22,8 +19,8 @@ const POD = 'vpc-nat-gw-gw1-0';
 const group = 'kubeovn.io';
 const version = 'v1';
 
+let t: TestStack | undefined;
 let stack: LocalStack;
-let dir: string;
 let custom: CustomObjectsApi;
 let core: CoreV1Api;
 
@@ -94,24 +91,13 @@ async function ipamHolds(uid: string): Promise<string[]> {
 
 describe.skipIf(skip)('the local stack, end to end', () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'eip-e2e-'));
-    stack = await startLocalStack({
-      kubeconfig: join(dir, 'kubeconfig'),
-      log: memoryLogger('warn'),
-      say: () => {},
-      retries: 20,
-      retryBackoffMs: 100,
-    });
-    const kc = new KubeConfig();
-    kc.loadFromFile(stack.kubeconfig);
-    custom = kc.makeApiClient(CustomObjectsApi);
-    core = kc.makeApiClient(CoreV1Api);
+    t = await startTestStack('eip-e2e-', { retries: 20, retryBackoffMs: 100 });
+    ({ stack, custom, core } = t);
     await ready('demo-eip');
   }, 60_000);
 
   afterAll(async () => {
-    await stack?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await t?.stop();
   });
 
   it('makes the demo EIP Ready with its QoS, visible through kubectl get and kubectl exec', async () => {
