@@ -9,9 +9,6 @@ import { LEASE_MAX_MS, leaseKey } from '../domain/lease.js';
 import type { EipEvent } from '../events.js';
 import type { Deps, EipObjectChange, Logger } from '../ports.js';
 
-/** The lease maximum (shared/domain/lease.ts), under the name existing importers use. */
-export { LEASE_MAX_MS as MAX_LEASE_MS } from '../domain/lease.js';
-
 export interface Invocation {
   event: EipEvent;
   signal: AbortSignal;

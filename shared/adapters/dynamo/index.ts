@@ -16,7 +16,7 @@ import { Store } from './store.js';
 
 export type { ClaimStats, GcOptions, GcReport, IpamTuning } from './ipam.js';
 export { DynamoIpam } from './ipam.js';
-export { DynamoLeases, MAX_LEASE_MS } from './leases.js';
+export { DynamoLeases } from './leases.js';
 export { DYNAMO_MAX_ATTEMPTS } from './store.js';
 
 const systemClock: Clock = { now: () => Date.now() };

@@ -15,8 +15,6 @@ import type { Clock, Lease, Leases, Metrics } from '../../ports.js';
 import { LEASE_SK, leasePk } from './layout.js';
 import type { Store } from './store.js';
 
-/** A longer request is cut to the one lease maximum (shared/domain/lease.ts). */
-export const MAX_LEASE_MS = LEASE_MAX_MS;
 /** Expired items linger this long before the TTL sweep may take them (useful when reading the table). */
 const TTL_MARGIN_SEC = 3600;
 
@@ -33,7 +31,8 @@ export class DynamoLeases implements Leases {
     const now = this.clock.now();
     if (!Number.isFinite(expiresAt) || expiresAt <= now)
       throw new DeadlineError(`no time left to hold lease ${key} (expiry ${expiresAt} is not after ${now})`);
-    const until = Math.min(Math.floor(expiresAt), now + MAX_LEASE_MS);
+    // A longer request is cut to the one lease maximum (shared/domain/lease.ts).
+    const until = Math.min(Math.floor(expiresAt), now + LEASE_MAX_MS);
     const r = await this.store.sendConditional(
       new PutItemCommand({
         TableName: this.store.tableName,
