@@ -12,6 +12,7 @@ import {
   searchExpression,
 } from '../../shared/observability/dashboard-definition.js';
 import type { Metrics } from '../../shared/ports.js';
+import type { LocalLine, Stat as LocalStat, LocalWidget } from './state.js';
 
 export interface Point {
   /** Epoch ms. */
@@ -87,38 +88,11 @@ export class MetricRecorder {
   }
 }
 
-export interface LocalSeries {
-  /** `Outcomes service=eip-lambdas handler=add status=applied` — the metric and its dimension values. */
-  label: string;
-  /** One value per bucket; null where the period had no data point (CloudWatch leaves a gap there too). */
-  values: (number | null)[];
-  /** The statistic over the whole window (Sum of sums, Maximum of maxima, p99 of all points). */
-  total: number;
-}
+export type { LocalLine, LocalSeries, LocalWidget } from './state.js';
 
-export interface LocalLine {
-  id: string;
-  metric: string;
-  dimensions: readonly string[];
-  stat: Stat;
-  /** The expression the CloudWatch dashboard runs for this line. */
-  expression: string;
-  series: LocalSeries[];
-}
-
-export interface LocalWidget {
-  title: string;
-  /** The row of the CloudWatch layout the widget is on (a new row starts at the left edge). */
-  row: number;
-  width: number;
-  /** CloudWatch period (s) and the local one. */
-  period: number;
-  localPeriod: number;
-  /** Bucket start times (epoch seconds). */
-  times: number[];
-  lines: LocalLine[];
-  local?: 'dead-letters' | 'aws-only';
-}
+// The page's copy of the statistic union must stay the definition's: this fails to compile if they part.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;
+const _sameStat: Same<Stat, LocalStat> = true;
 
 export function statOf(stat: Stat, values: number[]): number {
   if (values.length === 0) return 0;

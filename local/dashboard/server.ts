@@ -25,21 +25,15 @@ import {
 } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
 import { localWidgets, type MetricRecorder } from './recorder.js';
+import type { DashboardState, EipRow, OutcomeRow, SubnetUse } from './state.js';
+
+export type { OutcomeRow } from './state.js';
 
 export interface DeadLetterRow {
   event: EipEvent;
   error: string;
   attempts: number;
   at: string;
-}
-
-export interface OutcomeRow {
-  at: string;
-  handler: string;
-  eip: string;
-  reason: string;
-  status: Outcome['status'];
-  detail: string;
 }
 
 /** The last run of the drift check and repair (shared/audit), or that it failed. */
@@ -64,25 +58,6 @@ export interface DashboardOptions {
 export interface Dashboard {
   url: string;
   close(): Promise<void>;
-}
-
-export interface SubnetUse {
-  subnet: string;
-  family: number;
-  cidr: string;
-  used: number;
-  free: number;
-  excluded: number;
-  error?: string;
-}
-
-export interface EipRow {
-  name: string;
-  ip: string;
-  gateway: string;
-  qosPolicy: string;
-  ready: boolean;
-  lastTransition: string;
 }
 
 const HEADERS = {
@@ -188,7 +163,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     return held;
   }
 
-  async function state(): Promise<unknown> {
+  async function state(): Promise<DashboardState> {
     const now = Date.now();
     options.recorder.prune();
     const errors: string[] = [];

@@ -6,65 +6,9 @@
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import './style.css';
+import type { DashboardState } from '../state.js';
 
-interface Series {
-  label: string;
-  values: (number | null)[];
-  total: number;
-}
-interface Line {
-  id: string;
-  metric: string;
-  stat: string;
-  expression: string;
-  series: Series[];
-}
-interface Widget {
-  title: string;
-  row: number;
-  width: number;
-  period: number;
-  localPeriod: number;
-  times: number[];
-  lines: Line[];
-  local?: 'dead-letters' | 'aws-only';
-}
-interface State {
-  at: string;
-  errors: string[];
-  eips: {
-    name: string;
-    ip: string;
-    gateway: string;
-    qosPolicy: string;
-    ready: boolean;
-    lastTransition: string;
-  }[];
-  subnets: {
-    subnet: string;
-    family: number;
-    cidr: string;
-    used: number;
-    free: number;
-    excluded: number;
-    error?: string;
-  }[];
-  deadLetters: {
-    at: string;
-    handler: string;
-    eip: string;
-    reason: string;
-    attempts: number;
-    error: string;
-  }[];
-  outcomes: { at: string; handler: string; eip: string; reason: string; status: string; detail: string }[];
-  widgets: Widget[];
-  drift?: {
-    at: string;
-    failed: boolean;
-    items: { kind: string; target: string; message: string; repair?: string }[];
-  };
-}
+type State = DashboardState;
 
 // Colours with at least 3:1 contrast on white (lines) and distinguishable for common colour-vision deficiencies.
 const PALETTE = ['#0b5cad', '#b34700', '#1a7f37', '#8250df', '#bf0a52', '#5a5a5a', '#006d75', '#7d5a00'];
