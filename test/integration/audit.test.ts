@@ -97,7 +97,7 @@ async function add(name: string, spec: Record<string, string>): Promise<string> 
 
 const ips: Record<string, string> = {};
 /** Addresses this suite plants by hand, chosen free when planted (the allocator spreads EIPs over the pool). */
-const stray = { orphan: '', label: '', ghost: '', returning: '' };
+const stray = { orphan: '', label: '', ghost: '', forE: '', returning: '' };
 
 /** Addresses from 172.18.0.200 up that no allocation in the table holds now, as many as asked. */
 async function freeAddresses(count: number): Promise<string[]> {
@@ -186,7 +186,12 @@ describe('npm run audit, on the real adapters', () => {
   });
 
   it('finds drift of every kind, and repairs the safe subset', async () => {
-    [stray.orphan, stray.label, stray.ghost] = (await freeAddresses(3)) as [string, string, string];
+    [stray.orphan, stray.label, stray.ghost, stray.forE] = (await freeAddresses(4)) as [
+      string,
+      string,
+      string,
+      string,
+    ];
     // Inside the gateways.
     await sh('gw1', 'ip', 'addr', 'del', `${ips.d}/24`, 'dev', 'net1'); // missing
     await sh('gw1', 'ip', 'addr', 'add', `${stray.orphan}/24`, 'dev', 'net1'); // orphan
@@ -208,7 +213,8 @@ describe('npm run audit, on the real adapters', () => {
       apiVersion: 'kubeovn.io/v1',
       kind: 'IptablesEIP',
       metadata: { name: 'e' },
-      spec: { natGwDp: 'gw1' },
+      // A static address: its repair provisions it, and a random pick could take the planted orphan's address.
+      spec: { natGwDp: 'gw1', v4ip: stray.forE },
     } as KubernetesObject);
     // Ready, no address.
     await byHand(
