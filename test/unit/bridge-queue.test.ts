@@ -125,7 +125,8 @@ describe('WorkQueue', () => {
   });
 
   it('retries a failed item after the backoff, and gives it up when retry says so', async () => {
-    const h = harness(1, { retryMs: 1, maxAttempts: 2 });
+    // A backoff long enough (100-200 ms with jitter) that the item is seen waiting before its retry starts.
+    const h = harness(1, { retryMs: 200, maxAttempts: 2 });
     h.queue.push({ key: 'a', id: 'a1', fail: true });
     await h.tick();
     await h.done('a1');
