@@ -59,6 +59,21 @@ export interface Allocation {
   placement?: Placement;
 }
 
+/** What the caller knows that lets claimAny do less (ADR 0042, ADR 0043). */
+export interface ClaimOptions {
+  /**
+   * Addresses never to hand out, even when the table says they are free: the gateway pods' own addresses, which
+   * the add reads from the pod list it needs anyway (the collector records them in the table, ADR 0042).
+   */
+  avoid?: readonly string[];
+  /**
+   * The caller guarantees that `owner` holds no allocation in this pool yet: it has just written the EIP's
+   * finalizer itself, and every claim is made after that write, under the EIP's lease (ADR 0043). The adapter may
+   * then skip looking for the owner's earlier claim; a retry (finalizer already there) never says so.
+   */
+  firstAttempt?: boolean;
+}
+
 export interface Ipam {
   /**
    * Claims `address` in `pool` for `owner`. Idempotent for the same owner uid. `placement`, when given, is recorded
@@ -73,7 +88,7 @@ export interface Ipam {
    * if it already holds one (a retry never allocates twice). `placement` as for claimAddress.
    * @throws NoAvailableAddressError when the pool is exhausted
    */
-  claimAny(pool: Pool, owner: Owner, placement?: Placement): Promise<Allocation>;
+  claimAny(pool: Pool, owner: Owner, placement?: Placement, options?: ClaimOptions): Promise<Allocation>;
   /** Every allocation held by this owner uid, in any subnet. */
   findByOwner(ownerUid: string): Promise<Allocation[]>;
   /** Releases every allocation held by this owner uid; returns what was released. */

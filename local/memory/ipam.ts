@@ -15,7 +15,7 @@ import {
   staticAddressProblem,
 } from '../../shared/domain/addressing.js';
 import { AddressConflictError, NoAvailableAddressError } from '../../shared/domain/errors.js';
-import type { Allocation, Ipam, Owner, Placement, Pool } from '../../shared/ports.js';
+import type { Allocation, ClaimOptions, Ipam, Owner, Placement, Pool } from '../../shared/ports.js';
 
 const keyOf = (subnet: string, address: string): string => `${subnet}|${address}`;
 
@@ -41,15 +41,22 @@ export class MemoryIpam implements Ipam {
     return this.record(pool, addr, owner, placement);
   }
 
-  async claimAny(pool: Pool, owner: Owner, placement?: Placement): Promise<Allocation> {
+  async claimAny(
+    pool: Pool,
+    owner: Owner,
+    placement?: Placement,
+    options: ClaimOptions = {},
+  ): Promise<Allocation> {
+    // A first attempt has nothing to find; looking anyway keeps this stand-in the strict one.
     for (const a of this.allocations.values()) {
       if (a.subnet === pool.subnet && a.family === pool.family && a.owner.uid === owner.uid) return a;
     }
+    const avoid = new Set((options.avoid ?? []).map(canonicalAddress));
     const used = this.usedSet(pool);
     for (const r of allocatableRanges(pool)) {
       for (let v = r.start; v <= r.end; v++) {
         const addr = formatAddress(pool.family, v);
-        if (!used.has(addr) && !this.allocations.has(keyOf(pool.subnet, addr)))
+        if (!used.has(addr) && !avoid.has(addr) && !this.allocations.has(keyOf(pool.subnet, addr)))
           return this.record(pool, addr, owner, placement);
       }
     }
@@ -61,8 +68,8 @@ export class MemoryIpam implements Ipam {
         released.splice(i, 1);
         continue;
       }
-      // Left the pool when the subnet's excludeIps or CIDR changed: skip it, but keep it for when it returns.
-      if (staticAddressProblem(pool, addr) !== undefined) {
+      // Left the pool when the subnet's excludeIps or CIDR changed, or avoided: skip it, but keep it for later.
+      if (staticAddressProblem(pool, addr) !== undefined || avoid.has(addr)) {
         i++;
         continue;
       }

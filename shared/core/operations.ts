@@ -27,7 +27,16 @@ import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
 import { DEFAULT_EXTERNAL_SUBNET, externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
 import { blockedRetryDelay } from '../domain/retry.js';
 import { assertName, macProblem, nameProblem } from '../domain/validation.js';
-import type { Allocation, Deps, EipObjectChange, GatewayPod, NatGwOp, Placement, Pool } from '../ports.js';
+import type {
+  Allocation,
+  ClaimOptions,
+  Deps,
+  EipObjectChange,
+  GatewayPod,
+  NatGwOp,
+  Placement,
+  Pool,
+} from '../ports.js';
 import { runGateway, runningGatewayPod } from './gateway.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
@@ -356,12 +365,16 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     return finalizers ? { finalizers } : undefined;
   });
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
-  if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('finalizer');
+  // This invocation wrote the finalizer: no earlier attempt got as far as claiming (every claim comes after the
+  // finalizer, under the lease), so the allocator need not look for one (ADR 0043). A retry finds it there.
+  const firstAttempt = eip.metadata.resourceVersion !== eip0.metadata.resourceVersion;
+  if (firstAttempt) run.did('finalizer');
 
   // 2. Allocation, durable before the gateway is touched, with where the address is about to be configured in the
   //    same write (ADR 0041: clean-up may then run eip-del where the add never happened, which changes nothing).
   //    Gateway pods' own addresses are claimed for the pods first, so they are never handed to an EIP (ADR 0006).
   const pods = await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
+  const claim: ClaimOptions = { firstAttempt, avoid: podAddressesOn(pods, target.v4.subnet) };
   const placement: Placement = { gateway: gwName, prefix: prefixLength(target.v4) };
   let v4: Allocation;
   if (requested) {
@@ -371,9 +384,9 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     for (const a of held)
       if (a.family === 4 && a.address !== v4.address) await deps.ipam.release(a.subnet, a.address, owner.uid);
   } else {
-    v4 = await deps.ipam.claimAny(target.v4, owner, placement); // the owner's existing allocation, if a retry
+    v4 = await deps.ipam.claimAny(target.v4, owner, placement, claim); // the owner's existing one, if a retry
   }
-  const v6 = target.v6 ? await deps.ipam.claimAny(target.v6, owner) : undefined;
+  const v6 = target.v6 ? await deps.ipam.claimAny(target.v6, owner, undefined, claim) : undefined;
   run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
 
   // 3. The address on the gateway; its placement was recorded with the claim (a retry's older allocation may
@@ -410,6 +423,11 @@ async function recordPlacement(run: Run, a: Allocation, placement: Placement): P
       `${a.address} is no longer held by ${a.owner.uid}; its placement was not recorded`,
     );
   run.did(`place ${a.address} on ${placement.gateway}`);
+}
+
+/** The gateway pods' own addresses on a network (either family): never handed to an EIP (ADR 0042). */
+function podAddressesOn(pods: readonly GatewayPod[], network: string): string[] {
+  return pods.flatMap((p) => (p.addresses?.[network] ?? '').split(',').filter((a) => a !== ''));
 }
 
 /**

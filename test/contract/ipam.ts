@@ -44,11 +44,12 @@ function eligible(pool: Pool): string[] {
   return out;
 }
 
-async function fill(ipam: Ipam, pool: Pool, prefix: string): Promise<Allocation[]> {
+/** Claims for new owners until the pool is exhausted, as the add does: first attempts (ADR 0043). */
+async function fill(ipam: Ipam, pool: Pool, prefix: string, avoid?: string[]): Promise<Allocation[]> {
   const got: Allocation[] = [];
   for (let i = 0; ; i++) {
     try {
-      got.push(await ipam.claimAny(pool, owner(`${prefix}-${i}`)));
+      got.push(await ipam.claimAny(pool, owner(`${prefix}-${i}`), undefined, { firstAttempt: true, avoid }));
     } catch (e) {
       if (e instanceof NoAvailableAddressError) return got;
       throw e;
@@ -123,10 +124,26 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
 
       it('returns the address an owner already holds when the same owner asks again', async () => {
         const { ipam } = await fresh();
-        const a = await ipam.claimAny(v4, owner(1));
+        const a = await ipam.claimAny(v4, owner(1), undefined, { firstAttempt: true });
         const b = await ipam.claimAny(v4, owner(1));
         expect(b).toEqual(a);
         expect(await ipam.findByOwner('uid-1')).toEqual([a]);
+      });
+
+      it('never hands out an avoided address, never-used or released, and counts it out of the pool', async () => {
+        const { ipam } = await fresh();
+        const pool: Pool = { ...v4, cidr: '10.0.0.0/29' }; // .2 … .6
+        const avoid = ['10.0.0.3', '10.0.0.5', 'fd00::3'];
+        const got = await fill(ipam, pool, 'a', avoid);
+        expect(got.map((a) => a.address).sort()).toEqual(['10.0.0.2', '10.0.0.4', '10.0.0.6']);
+        // An avoided address that was used and released is not reused either; without `avoid` it is.
+        const held = await ipam.claimAddress(pool, '10.0.0.3', owner('static'));
+        expect(await ipam.release('ext', held.address, held.owner.uid)).toBe(true);
+        const e = await ipam.claimAny(pool, owner('late'), undefined, { avoid }).catch((x: unknown) => x);
+        expect(e).toBeInstanceOf(NoAvailableAddressError);
+        expect((await ipam.claimAny(pool, owner('late'), undefined, { avoid: ['10.0.0.5'] })).address).toBe(
+          '10.0.0.3',
+        );
       });
 
       it('gives a dual-stack subnet one v4 and one v6 address for the same owner', async () => {

@@ -9,6 +9,9 @@ import { LeaseHeldError, NoAvailableAddressError } from '../../shared/domain/err
 import type { Allocation, Pool } from '../../shared/ports.js';
 import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
 
+/** New owners claim as the add does right after writing the finalizer: first attempts (ADR 0043). */
+const FIRST = { firstAttempt: true } as const;
+
 let fx: DynamoFixture;
 beforeAll(async () => {
   fx = await startDynamoFixture();
@@ -57,7 +60,7 @@ describe('DynamoDB IPAM under contention', () => {
         for (;;) {
           const uid = `w${w}-${n++}`;
           try {
-            got.push(await ipam.claimAny(pool, { uid, name: uid }));
+            got.push(await ipam.claimAny(pool, { uid, name: uid }, undefined, FIRST));
           } catch (e) {
             if (e instanceof NoAvailableAddressError) {
               exhausted++;
@@ -102,7 +105,7 @@ describe('DynamoDB IPAM under contention', () => {
           if (victim && (await ipam.release(victim.subnet, victim.address, victim.owner.uid)))
             holding.delete(victim.address);
           const uid = `c${w}-${next++}`;
-          const a = await ipam.claimAny(pool, { uid, name: uid });
+          const a = await ipam.claimAny(pool, { uid, name: uid }, undefined, FIRST);
           if (holding.has(a.address)) duplicates++;
           holding.set(a.address, uid);
           owners.push(a);
@@ -140,14 +143,14 @@ describe('DynamoDB IPAM on a /16', () => {
     const before = t.client.total();
     const taken = new Set<string>();
     for (let i = 0; i < 400; i++)
-      taken.add((await first.claimAny(pool, { uid: `a${i}`, name: `a${i}` })).address);
+      taken.add((await first.claimAny(pool, { uid: `a${i}`, name: `a${i}` }, undefined, FIRST)).address);
     const perAllocation = (t.client.total() - before) / 400;
     // the owner's first candidate, one conditional put (ADR 0026); a home-block read when it is taken
     expect(perAllocation).toBeLessThan(1.2);
 
     const later = t.another(); // a fresh container: it reads nothing of the 400 items
     const mark = t.client.total();
-    const a = await later.claimAny(pool, { uid: 'late', name: 'late' });
+    const a = await later.claimAny(pool, { uid: 'late', name: 'late' }, undefined, FIRST);
     expect(taken.has(a.address)).toBe(false);
     // the blind first write, or a read of one home block (at most 64 keys) and the write
     expect(t.client.total() - mark).toBeLessThanOrEqual(3);

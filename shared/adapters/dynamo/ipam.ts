@@ -35,7 +35,17 @@ import {
   InvalidSpecError,
   NoAvailableAddressError,
 } from '../../domain/errors.js';
-import type { Allocation, Clock, Ipam, Logger, Metrics, Owner, Placement, Pool } from '../../ports.js';
+import type {
+  Allocation,
+  ClaimOptions,
+  Clock,
+  Ipam,
+  Logger,
+  Metrics,
+  Owner,
+  Placement,
+  Pool,
+} from '../../ports.js';
 import { type CursorOptions, DEFAULT_CURSOR, NeverUsedCursor } from './cursor.js';
 import {
   addressSk,
@@ -68,10 +78,16 @@ export interface IpamTuning {
   /** How long an allocator reuses the list of released addresses it read for its next claims. Default 500 ms. */
   reuseCacheMs: number;
   /**
-   * A first blind PutItem of the owner's own first candidate is tried while this allocator's estimate of the
-   * home blocks' fill is below this share (one request per allocation in a sparse pool). Default 0.25.
+   * On a first attempt (ClaimOptions.firstAttempt) with no recent read of the home block in memory, a blind
+   * PutItem of the owner's own first candidate is tried while this allocator's estimate of the home blocks' fill is
+   * below this share (one request per allocation in a sparse pool). Default 0.25.
    */
   blindBelow: number;
+  /**
+   * How long what this allocator read of a home block serves first attempts there without a new read (ADR 0043).
+   * Stale knowledge costs a failed conditional write, never a wrong answer. 0 turns it off. Default 5000 ms.
+   */
+  blockCacheMs: number;
   /**
    * How long a claimAddress of a gateway pod's own address (owner uid `pod:…`, claimed again on every add) that
    * found it already held by that pod is answered from memory. Only those: an EIP's allocation carries its
@@ -122,10 +138,11 @@ export interface ClaimStats {
   conflicts: number;
   source: 'existing' | 'never-used' | 'released';
   /**
-   * How the claim was decided: `blind` (the owner's first candidate, one write), `block` (its home block, read
+   * How the claim was decided: `memory` (a first attempt from this allocator's recent read of the home block, one
+   * write), `blind` (a first attempt at the owner's first candidate, one write), `block` (its home block, read
    * once), `pointer` (elsewhere in the pool, behind a pointer item in the home block).
    */
-  path: 'blind' | 'block' | 'pointer';
+  path: 'memory' | 'blind' | 'block' | 'pointer';
 }
 
 /** A consistent read of an owner's home block: what it holds there, its pointer, and the free candidates. */
@@ -139,8 +156,17 @@ interface BlockView {
   used: number;
 }
 
+/** What this allocator last read of one home block, less what it has since claimed or lost a race for. */
+interface RememberedBlock {
+  neverUsed: bigint[];
+  released: bigint[];
+  loadedAt: number;
+}
+
 export class DynamoIpam implements Ipam {
   private readonly cursors = new Map<string, NeverUsedCursor>();
+  /** Home block (pool key, fingerprint, start) → what the last read of it left free (ADR 0043). */
+  private readonly blocks = new Map<string, RememberedBlock>();
   private readonly freeCache = new Map<string, { values: bigint[]; loadedAt: number }>();
   /** Released-address claims won in a row by this allocator. */
   private reuseCalm = 0;
@@ -165,6 +191,7 @@ export class DynamoIpam implements Ipam {
       maxClaimAttempts: 64,
       reuseCacheMs: 500,
       blindBelow: 0.25,
+      blockCacheMs: 5000,
       repeatCacheMs: 0,
       triesPerRead: 1,
       ...tuning,
@@ -263,22 +290,37 @@ export class DynamoIpam implements Ipam {
    * block (homeBlock in layout.ts) or behind a pointer item there, so one consistent Query of that block answers
    * "does this owner already hold an address here?" — a retry meets its own claim however soon it comes, with no
    * eventually consistent index in the way. The order of attempts:
-   * 1. blind: while this allocator has found the pool sparse, one conditional PutItem of the owner's first
-   *    candidate (never used only), the whole allocation in one request;
-   * 2. block: one consistent Query of the home block; the owner's own address there is the answer; else a
+   * 1. memory (first attempts only, ADR 0043): the owner holds nothing yet, so there is nothing to find; a free
+   *    address of the home block from this allocator's recent read of it, one conditional write;
+   * 2. blind (first attempts only): while this allocator has found the pool sparse, one conditional PutItem of the
+   *    owner's first candidate (never used only);
+   * 3. block: one consistent Query of the home block; the owner's own address there is the answer; else a
    *    never-used address of the block, else its oldest released ones;
-   * 3. pointer: the block has nothing free: a pointer item in the block names the candidate *before* it is
+   * 4. pointer: the block has nothing free: a pointer item in the block names the candidate *before* it is
    *    claimed, the candidate comes from the pool-wide cursor (never-used) or the released list.
+   * Every path claims inside the home block or behind its pointer, so a later retry (not a first attempt) finds the
+   * claim in step 3. `options.avoid` addresses are never handed out.
    */
-  async claimAny(pool: Pool, owner0: Owner, placement?: Placement): Promise<Allocation> {
+  async claimAny(
+    pool: Pool,
+    owner0: Owner,
+    placement?: Placement,
+    options: ClaimOptions = {},
+  ): Promise<Allocation> {
     assertOwner(owner0);
-    const owner: Claimant = placement ? { ...owner0, placement } : owner0;
     const g = geometryOf(pool);
-    const stats: ClaimStats = { writes: 0, conflicts: 0, source: 'existing', path: 'blind' };
+    const owner: Claimant = {
+      ...owner0,
+      ...(placement && { placement }),
+      avoid: avoidedValues(pool, options.avoid),
+    };
+    const stats: ClaimStats = { writes: 0, conflicts: 0, source: 'existing', path: 'block' };
     this.lastClaim = stats;
     const home = homeBlock(g, owner.uid);
 
-    const result = await this.claimInBlock(g, home, owner, stats);
+    const result =
+      (options.firstAttempt && (await this.claimFirst(g, home, owner, stats))) ||
+      (await this.claimInBlock(g, home, owner, stats));
     if (stats.conflicts > 0) this.metrics?.count('IpamConflicts', stats.conflicts, { subnet: pool.subnet });
     if (!result) {
       this.metrics?.count('IpamExhausted', 1, { subnet: pool.subnet });
@@ -298,35 +340,64 @@ export class DynamoIpam implements Ipam {
     return result;
   }
 
+  /**
+   * A first attempt without a read (ADR 0043): from what this allocator remembers of the home block, else blind at
+   * the owner's first candidate while the pool looks sparse. Undefined sends the claim on to the block read.
+   */
+  private async claimFirst(
+    g: PoolGeometry,
+    home: HomeBlock,
+    owner: Claimant,
+    stats: ClaimStats,
+  ): Promise<Allocation | undefined> {
+    const id = blockId(g, home);
+    const known = this.blocks.get(id);
+    if (known && this.clock.now() - known.loadedAt <= this.tuning.blockCacheMs) {
+      stats.path = 'memory';
+      // Never-used first (the owner's first candidate ahead), then the oldest released ones, at random among them
+      // so that allocators remembering the same block spread out. Two lost races: read the block instead.
+      for (let lost = 0; lost < 2; ) {
+        const neverUsed = known.neverUsed.length > 0;
+        const list = neverUsed ? known.neverUsed : known.released.slice(0, this.tuning.reuseBatch);
+        if (list.length === 0) break;
+        const value =
+          neverUsed && home.first !== undefined && known.neverUsed.includes(home.first)
+            ? home.first
+            : list[Math.floor(Math.random() * list.length)]!;
+        this.forget(id, value);
+        if (owner.avoid.has(value)) continue;
+        const got = neverUsed
+          ? await this.claimNeverUsedValue(g, value, owner, stats)
+          : await this.claimReleasedValue(g, value, owner, stats);
+        if (got) return got;
+        lost++;
+      }
+      this.blocks.delete(id);
+    }
+    const estimate = this.fill.get(g.pk);
+    if (
+      home.first !== undefined &&
+      !owner.avoid.has(home.first) &&
+      estimate !== undefined &&
+      estimate < this.tuning.blindBelow
+    ) {
+      stats.path = 'blind';
+      const got = await this.claimNeverUsedValue(g, home.first, owner, stats);
+      if (got) {
+        this.observeFill(g, 0);
+        return got;
+      }
+    }
+    return undefined;
+  }
+
   private async claimInBlock(
     g: PoolGeometry,
     home: HomeBlock,
     owner: Claimant,
     stats: ClaimStats,
   ): Promise<Allocation | undefined> {
-    // 1. Blind: the owner's first candidate, never used only (an item there, held or released, means no: a
-    // released one may be claimed in step 2, where the block read shows whether the owner holds another).
-    const estimate = this.fill.get(g.pk);
-    if (home.first !== undefined && estimate !== undefined && estimate < this.tuning.blindBelow) {
-      this.spend(g, stats);
-      const item = this.heldItem(g, home.first, owner);
-      const r = await this.store.sendConditional(
-        new PutItemCommand({
-          TableName: this.store.tableName,
-          Item: item,
-          ConditionExpression: 'attribute_not_exists(pk)',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      if (r.ok) {
-        stats.source = 'never-used';
-        this.observeFill(g, 0);
-        return toAllocation(item);
-      }
-      if (r.item?.ownerUid?.S === owner.uid) return toAllocation(r.item);
-    }
-
-    // 2. Block: read it consistently; the owner's own claim there (or behind its pointer) is the answer.
+    // Block: read it consistently; the owner's own claim there (or behind its pointer) is the answer.
     stats.path = 'block';
     let view = await this.readBlock(g, home, owner.uid);
     const found = await this.existing(g, view, owner.uid);
@@ -342,7 +413,7 @@ export class DynamoIpam implements Ipam {
       if (got) return got;
     }
 
-    // 3. Pointer: nothing free in the block (or lost every race there): claim elsewhere, behind a pointer.
+    // Pointer: nothing free in the block (or lost every race there): claim elsewhere, behind a pointer.
     stats.path = 'pointer';
     return this.claimBehindPointer(g, home, owner, view.pointer, stats);
   }
@@ -364,8 +435,7 @@ export class DynamoIpam implements Ipam {
   /**
    * Never-used candidates of the block first, then its oldest released ones (up to `reuseBatch` of them, in random
    * order so that concurrent owners spread out), each a conditional write; at most `triesPerRead` per read.
-   * The owner's first candidate, while never used, always goes first: that is what makes the blind write safe (a
-   * retry's blind write can only succeed where no claim of this owner could have gone before).
+   * The owner's first candidate, while never used, goes first.
    */
   private async tryCandidates(
     g: PoolGeometry,
@@ -374,34 +444,59 @@ export class DynamoIpam implements Ipam {
     owner: Claimant,
     stats: ClaimStats,
   ): Promise<Allocation | undefined> {
-    const firstFree = home.first !== undefined && view.neverUsed.includes(home.first);
+    const id = blockId(g, home);
+    const neverUsed = view.neverUsed.filter((v) => !owner.avoid.has(v));
+    const firstFree = home.first !== undefined && neverUsed.includes(home.first);
     const fresh = [
       ...(firstFree ? [home.first!] : []),
-      ...shuffled(view.neverUsed.filter((v) => v !== home.first)),
+      ...shuffled(neverUsed.filter((v) => v !== home.first)),
     ].slice(0, this.tuning.triesPerRead);
     for (const value of fresh) {
-      this.spend(g, stats);
-      const item = this.heldItem(g, value, owner);
-      const r = await this.store.sendConditional(
-        new PutItemCommand({
-          TableName: this.store.tableName,
-          Item: item,
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
-      if (r.ok) {
-        stats.source = 'never-used';
-        return toAllocation(item);
-      }
-      stats.conflicts++;
+      this.forget(id, value);
+      const got = await this.claimNeverUsedValue(g, value, owner, stats);
+      if (got) return got;
     }
     if (view.neverUsed.length > 0) return undefined; // read again: never-used ones still come first
-    const old = shuffled(view.released.slice(0, this.tuning.reuseBatch)).slice(0, this.tuning.triesPerRead);
-    for (const value of old) {
+    const released = view.released.filter((v) => !owner.avoid.has(v)).slice(0, this.tuning.reuseBatch);
+    for (const value of shuffled(released).slice(0, this.tuning.triesPerRead)) {
+      this.forget(id, value);
       const got = await this.claimReleasedValue(g, value, owner, stats);
       if (got) return got;
     }
     return undefined;
+  }
+
+  /** One never-used address (no item at all: a released marker does not qualify), one conditional PutItem. */
+  private async claimNeverUsedValue(
+    g: PoolGeometry,
+    value: bigint,
+    owner: Claimant,
+    stats: ClaimStats,
+    pointerKey?: string,
+  ): Promise<Allocation | undefined> {
+    this.spend(g, stats);
+    const item = this.heldItem(g, value, owner, pointerKey);
+    const r = await this.store.sendConditional(
+      new PutItemCommand({
+        TableName: this.store.tableName,
+        Item: item,
+        ConditionExpression: 'attribute_not_exists(pk)',
+      }),
+    );
+    if (r.ok) {
+      stats.source = 'never-used';
+      return toAllocation(item);
+    }
+    stats.conflicts++;
+    return undefined;
+  }
+
+  /** Drops an address from what this allocator remembers of a block: it has just been claimed or raced for. */
+  private forget(id: string, value: bigint): void {
+    const known = this.blocks.get(id);
+    if (!known) return;
+    known.neverUsed = known.neverUsed.filter((v) => v !== value);
+    known.released = known.released.filter((v) => v !== value);
   }
 
   /**
@@ -555,7 +650,20 @@ export class DynamoIpam implements Ipam {
     view.released = released.sort((a, b) => a.at - b.at).map((r) => r.value);
     view.used = home.eligible.length === 0 ? 1 : seen.size / home.eligible.length;
     if (home.eligible.length > 0) this.observeFill(g, view.used);
+    this.remember(blockId(g, home), view);
     return view;
+  }
+
+  /** Keeps what a block read left free for this allocator's next first attempts there (ADR 0043). */
+  private remember(id: string, view: BlockView): void {
+    if (this.tuning.blockCacheMs <= 0) return;
+    this.blocks.delete(id); // re-inserted last: the map's order is the eviction order
+    this.blocks.set(id, {
+      neverUsed: [...view.neverUsed],
+      released: [...view.released],
+      loadedAt: this.clock.now(),
+    });
+    if (this.blocks.size > 256) this.blocks.delete(this.blocks.keys().next().value!);
   }
 
   private observeFill(g: PoolGeometry, used: number): void {
@@ -577,23 +685,13 @@ export class DynamoIpam implements Ipam {
       const slot = await cursor.next();
       if (slot === undefined) return undefined;
       const value = g.valueOf(slot);
+      if (owner.avoid.has(value)) continue; // a gateway pod's own address: left for its reservation
       await before(value);
-      this.spend(g, stats);
-      const item = this.heldItem(g, value, owner, pointerKey);
-      const r = await this.store.sendConditional(
-        new PutItemCommand({
-          TableName: this.store.tableName,
-          Item: item,
-          // Never used: no item at all. A released marker does not qualify here (reuse comes last).
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
-      if (r.ok) {
-        stats.source = 'never-used';
+      const got = await this.claimNeverUsedValue(g, value, owner, stats, pointerKey);
+      if (got) {
         cursor.claimed();
-        return toAllocation(item);
+        return got;
       }
-      stats.conflicts++;
       cursor.conflicted();
     }
   }
@@ -621,7 +719,7 @@ export class DynamoIpam implements Ipam {
         cached.values.length === 0 ||
         this.clock.now() - cached.loadedAt > this.tuning.reuseCacheMs
       ) {
-        const values = await this.oldestReleased(g);
+        const values = (await this.oldestReleased(g)).filter((v) => !owner.avoid.has(v));
         if (values.length === 0) {
           this.freeCache.delete(id);
           return undefined;
@@ -631,6 +729,7 @@ export class DynamoIpam implements Ipam {
         this.freeCache.set(id, cached);
       }
       const value = cached.values.shift()!;
+      if (owner.avoid.has(value)) continue;
       await before(value);
       const got = await this.claimReleasedValue(g, value, owner, stats, pointerKey);
       if (got) {
@@ -1061,6 +1160,23 @@ function toAllocation(it: Item): Allocation {
 /** An owner, and where its new claim is to be configured (recorded in the claim's own write, ADR 0041). */
 interface Claimant extends Owner {
   placement?: Placement;
+  /** Values never to hand out (ClaimOptions.avoid). */
+  avoid: ReadonlySet<bigint>;
+}
+
+/** The values of the addresses of `pool`'s family in `avoid`; others (and what does not parse) are ignored. */
+function avoidedValues(pool: Pool, avoid: readonly string[] | undefined): ReadonlySet<bigint> {
+  const out = new Set<bigint>();
+  for (const text of avoid ?? []) {
+    const a = parseAddress(text);
+    if (a && a.family === pool.family) out.add(a.value);
+  }
+  return out;
+}
+
+/** Identity of a home block in memory: the pool's partition and geometry (a subnet edit moves blocks) and start. */
+function blockId(g: PoolGeometry, home: HomeBlock): string {
+  return `${g.pk}|${g.fingerprint}|${home.start}`;
 }
 
 function placementAttributes(p: Placement | undefined): Item {
