@@ -82,13 +82,7 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
   return {
     cluster: createK8sCluster({ kubeConfig, namespace: config.namespace, cacheTtlMs: config.readCacheMs }),
     gateway: createK8sGateway({ kubeConfig, timeoutMs: config.execTimeoutMs }),
-    ipam: createDynamoIpam({
-      client,
-      tableName: config.dynamo.tableName,
-      log,
-      metrics,
-      tuning: { repeatCacheMs: config.readCacheMs },
-    }),
+    ipam: createDynamoIpam({ client, tableName: config.dynamo.tableName, log, metrics }),
     leases: createDynamoLeases({ client, tableName: config.dynamo.tableName, clock }),
     clock,
     log,

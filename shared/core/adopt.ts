@@ -12,16 +12,19 @@
  *      foreign token as "the gateway restarted" and re-run eip-add. Only when the pod is Running and its container
  *      never restarted: kube-ovn does not redo after a container restart, so then the address may really be gone,
  *      and the first update re-adding it is a repair, not noise.
- * Gateway pods' own addresses on those subnets are reserved for the pods, as every add does.
+ * Gateway pods' own addresses on those subnets are reserved for the pods, as the garbage collector does.
  * Nothing here runs nat-gateway.sh. Every step is idempotent: adopting twice changes nothing the second time.
  */
 import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../domain/addressing.js';
 import { AddressConflictError, LeaseHeldError, PermanentError } from '../domain/errors.js';
-import { gatewayApp, podOwner } from '../domain/gateway-pod.js';
+import { gatewayApp } from '../domain/gateway-pod.js';
 import { externalNetworkOf, type IptablesEip } from '../domain/kube-ovn.js';
 import { LEASE_MAX_MS, leaseKey } from '../domain/lease.js';
 import type { Deps, GatewayPod, Pool } from '../ports.js';
+import { type PodReservation, reservePodAddresses } from './pod-addresses.js';
 import { redoToken } from './view.js';
+
+export type { PodReservation };
 
 /**
  * Whether adoption may stamp this product's redo token on the EIP, i.e. whether kube-ovn configured the address on
@@ -80,14 +83,6 @@ export interface EipAdoption {
   reason?: string;
 }
 
-export interface PodReservation {
-  pod: string;
-  subnet: string;
-  address: string;
-  status: 'reserved' | 'already' | 'conflict';
-  reason?: string;
-}
-
 export interface AdoptReport {
   dryRun: boolean;
   eips: EipAdoption[];
@@ -138,35 +133,13 @@ export async function adoptEips(
     options.onProgress?.(r);
   }
 
-  // Gateway pods' own addresses on the subnets seen: reserved for the pods (owner pod:<uid>), as every add does.
-  const gatewayPods: PodReservation[] = [];
-  for (const subnet of [...pools.keys()].sort()) {
-    const pool = pools.get(subnet);
-    if (!pool || pool instanceof PermanentError) continue;
-    for (const pod of pods) {
-      const address = pod.addresses?.[subnet];
-      if (!address || staticAddressProblem(pool, address)) continue; // never handed out anyway
-      const owner = { uid: podOwner(pod.uid), name: `${pod.namespace}/${pod.name}` };
-      const held = (await deps.ipam.findByOwner(owner.uid)).some(
-        (a) => a.subnet === subnet && a.address === address,
-      );
-      if (held) {
-        gatewayPods.push({ pod: owner.name, subnet, address, status: 'already' });
-        continue;
-      }
-      if (dryRun) {
-        gatewayPods.push({ pod: owner.name, subnet, address, status: 'reserved' });
-        continue;
-      }
-      try {
-        await deps.ipam.claimAddress(pool, address, owner);
-        gatewayPods.push({ pod: owner.name, subnet, address, status: 'reserved' });
-      } catch (e) {
-        if (!(e instanceof AddressConflictError)) throw e;
-        gatewayPods.push({ pod: owner.name, subnet, address, status: 'conflict', reason: e.message });
-      }
-    }
-  }
+  // Gateway pods' own addresses on the subnets seen: reserved for the pods (owner pod:<uid>), as the garbage
+  // collector does (ADR 0042).
+  const v4Pools = [...pools.keys()]
+    .sort()
+    .map((subnet) => pools.get(subnet))
+    .filter((p): p is Pool => !!p && !(p instanceof PermanentError));
+  const gatewayPods = await reservePodAddresses(deps, pods, v4Pools, { dryRun });
 
   const counts: Record<AdoptStatus, number> = { adopted: 0, already: 0, skipped: 0, conflict: 0, failed: 0 };
   for (const r of results) counts[r.status]++;

@@ -3,11 +3,16 @@
  * in-memory IPAM does. Allocations whose owner no longer exists — an EIP uid, or a gateway pod
  * (`pod:<uid>`, ADR 0006) — are released. The live set is read first; the collector only judges claims older
  * than that read (minus a grace period), and asks again, per candidate, whether the owner is really gone.
+ *
+ * It also keeps the table true about the gateway pods' own addresses: each live pod's address in each pool it looks
+ * at is reserved for the pod, a re-created pod taking over its predecessor's reservation (ADR 0042). The add no
+ * longer does this: it avoids those addresses from the pod list it reads anyway.
  */
 import { poolsOf } from '../domain/addressing.js';
 import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
 import { externalNetworkOf } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, Pool } from '../ports.js';
+import { type PodReservation, reservePodAddresses } from './pod-addresses.js';
 
 export interface GcSummary {
   scanned: number;
@@ -32,11 +37,15 @@ export function isGarbageCollector(ipam: unknown): ipam is GarbageCollector {
   return typeof (ipam as Partial<GarbageCollector>).collectGarbage === 'function';
 }
 
+/**
+ * One collection: reserves the live gateway pods' own addresses (a dry run only reports them), then releases what
+ * the collector finds orphaned. Returns the collector's report with the pod reservations.
+ */
 export async function collectGarbage<R extends GcSummary>(
-  deps: Pick<Deps, 'cluster' | 'clock' | 'log'>,
+  deps: Pick<Deps, 'cluster' | 'ipam' | 'clock' | 'log'>,
   collector: GarbageCollector<R>,
   options: { dryRun?: boolean } = {},
-): Promise<R> {
+): Promise<R & { gatewayPods: PodReservation[] }> {
   const { cluster, log } = deps;
   const liveAsOf = deps.clock.now();
   const [eips, pods] = await Promise.all([cluster.listEips(), cluster.listGatewayPods()]);
@@ -51,6 +60,10 @@ export async function collectGarbage<R extends GcSummary>(
       log.warn('subnet skipped for utilisation', { subnet: name, error: String(e) });
     }
   }
+
+  // The pods' own addresses first: a re-created pod takes its predecessor's reservation over at once, whatever its
+  // age, instead of waiting for the collector to release it.
+  const gatewayPods = await reservePodAddresses(deps, pods, pools, { dryRun: !!options.dryRun });
 
   // Second opinion per candidate: the owner is gone only if a fresh read agrees.
   const confirm = async (a: Allocation): Promise<boolean> => {
@@ -71,7 +84,11 @@ export async function collectGarbage<R extends GcSummary>(
     scanned: report.scanned,
     orphans: report.orphans.length,
     released: report.released.length,
+    podAddressesReserved: gatewayPods.filter((p) => p.status === 'reserved').length,
+    podAddressesTakenOver: gatewayPods.filter((p) => p.takenOverFrom).length,
+    podAddressesAlready: gatewayPods.filter((p) => p.status === 'already').length,
+    podAddressConflicts: gatewayPods.filter((p) => p.status === 'conflict').length,
     dryRun: !!options.dryRun,
   });
-  return report;
+  return { ...report, gatewayPods };
 }

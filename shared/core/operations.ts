@@ -9,7 +9,6 @@
  */
 import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../domain/addressing.js';
 import {
-  AddressConflictError,
   AddressOutOfRangeError,
   ConflictError,
   DeadlineError,
@@ -23,7 +22,6 @@ import {
   RetryableError,
   UnsupportedChangeError,
 } from '../domain/errors.js';
-import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
 import { DEFAULT_EXTERNAL_SUBNET, externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
 import { blockedRetryDelay } from '../domain/retry.js';
 import { assertName, macProblem, nameProblem } from '../domain/validation.js';
@@ -40,6 +38,7 @@ import type {
 import { runGateway, runningGatewayPod } from './gateway.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
+import { podAddressesOn, refuseGatewayPodAddress } from './pod-addresses.js';
 import { addQos, assertBindable, type LoadedQos, loadQos, removeQos } from './qos.js';
 import {
   ConditionType,
@@ -356,6 +355,9 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const requested = eip0.spec.v4ip;
   const unusable = requested ? staticAddressProblem(target.v4, requested) : undefined;
   if (unusable) throw new AddressOutOfRangeError(`spec.v4ip: ${unusable}`);
+  // The gateway pods' own addresses: never an EIP's (ADR 0042). The add needs the pod list for the exec anyway.
+  const pods = await deps.cluster.listGatewayPods();
+  if (requested) refuseGatewayPodAddress(pods, target.v4, requested);
   const qos = eip0.spec.qosPolicy ? await loadQos(deps, eip0.spec.qosPolicy) : undefined;
   if (qos) await assertBindable(deps, eip0, qos);
 
@@ -372,8 +374,7 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   // 2. Allocation, durable before the gateway is touched, with where the address is about to be configured in the
   //    same write (ADR 0041: clean-up may then run eip-del where the add never happened, which changes nothing).
-  //    Gateway pods' own addresses are claimed for the pods first, so they are never handed to an EIP (ADR 0006).
-  const pods = await reserveGatewayAddresses(run, [target.v4, ...(target.v6 ? [target.v6] : [])]);
+  //    The gateway pods' own addresses are avoided here; the garbage collector records them in IPAM (ADR 0042).
   const claim: ClaimOptions = { firstAttempt, avoid: podAddressesOn(pods, target.v4.subnet) };
   const placement: Placement = { gateway: gwName, prefix: prefixLength(target.v4) };
   let v4: Allocation;
@@ -425,48 +426,6 @@ async function recordPlacement(run: Run, a: Allocation, placement: Placement): P
   run.did(`place ${a.address} on ${placement.gateway}`);
 }
 
-/** The gateway pods' own addresses on a network (either family): never handed to an EIP (ADR 0042). */
-function podAddressesOn(pods: readonly GatewayPod[], network: string): string[] {
-  return pods.flatMap((p) => (p.addresses?.[network] ?? '').split(',').filter((a) => a !== ''));
-}
-
-/**
- * Claims each NAT gateway pod's own address on the EIP's external network (kube-ovn gave it to the pod) for that
- * pod, owner `pod:<uid>`, and returns the pods it listed. Idempotent. A re-created pod takes the address over from
- * its predecessor's reservation (released only if that pod is gone, and only if it still holds it); an address
- * already held by an EIP is a collision made before this product managed the subnet, and is reported rather than
- * taken away.
- */
-async function reserveGatewayAddresses(run: Run, pools: Pool[]): Promise<GatewayPod[]> {
-  const { deps, inv } = run;
-  const pods = await deps.cluster.listGatewayPods();
-  const live = new Set(pods.map((p) => podOwner(p.uid)));
-  for (const pod of pods) {
-    for (const pool of pools) {
-      const address = pod.addresses?.[pool.subnet];
-      if (!address || staticAddressProblem(pool, address)) continue; // never handed out anyway
-      const owner = { uid: podOwner(pod.uid), name: `${pod.namespace}/${pod.name}` };
-      try {
-        await deps.ipam.claimAddress(pool, address, owner);
-      } catch (e) {
-        if (!(e instanceof AddressConflictError)) throw e;
-        const predecessor =
-          e.holderUid && isPodOwner(e.holderUid) && !live.has(e.holderUid) ? e.holderUid : undefined;
-        if (predecessor && (await deps.ipam.release(pool.subnet, address, predecessor))) {
-          await deps.ipam.claimAddress(pool, address, owner);
-          continue;
-        }
-        inv.log.error('a gateway pod address is allocated to someone else', {
-          pod: pod.name,
-          address,
-          holder: e.holderUid,
-        });
-      }
-    }
-  }
-  return pods;
-}
-
 /**
  * A configured EIP: the address is re-added where it is configured whenever the gateway may have lost it, before
  * anything else can fail; a change of gateway, subnet or address is refused and reported without stopping that;
@@ -489,7 +448,10 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
     const network = validName(labels0[Label.subnet]) ?? validName(externalNetworkOf(eip0));
     if (!network)
       throw invalid ?? new InvalidSpecError(`${ip} is not held by this EIP and has no valid subnet`);
-    alloc = await deps.ipam.claimAddress((await v4PoolOf(deps, network)).v4, ip, owner);
+    const adoptFrom = (await v4PoolOf(deps, network)).v4;
+    // A gateway pod's own address is never an EIP's: the pods are listed only on this rare path (ADR 0042).
+    refuseGatewayPodAddress(await deps.cluster.listGatewayPods(), adoptFrom, ip);
+    alloc = await deps.ipam.claimAddress(adoptFrom, ip, owner);
     run.did(`adopt ${ip}`);
   }
   const pool = (await v4PoolOf(deps, alloc.subnet)).v4;

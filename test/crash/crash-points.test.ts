@@ -96,7 +96,7 @@ const scenarios: Scenario[] = [
     sibling: (w) => w.event('update', 'e', 'resync'),
   },
   {
-    name: 'add: the first EIP, gateway pod address reserved on the way',
+    name: "add: the first EIP next to a gateway pod's own address (avoided, not reserved)",
     async setup(w) {
       qosPolicies(w);
       w.cluster.putPod({ ...w.pod(), addresses: { 'ovn-vpc-external-network': '172.18.0.200' } });

@@ -1,6 +1,6 @@
 /**
  * Garbage collection as the scheduled function runs it: the live set from the cluster (EIPs and gateway pods), the
- * DynamoDB IPAM on dynalite.
+ * DynamoDB IPAM on dynalite. The collector also records the live gateway pods' own addresses in IPAM (ADR 0042).
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -60,5 +60,60 @@ describe('garbage collection', () => {
     expect((await ipam.findByOwner(w.get('kept')!.metadata.uid)).length).toBe(1);
     expect((await ipam.findByOwner(`pod:${pod.uid}`)).map((a) => a.address)).toEqual(['172.18.0.249']);
     expect((await ipam.findByOwner(w.get('fresh')!.metadata.uid)).length).toBe(1);
+  });
+
+  it("reserves each live gateway pod's own address, hands a re-created pod its predecessor's, and leaves an EIP's alone", async () => {
+    await ensureTable(client, 'gc-pods');
+    const w = world();
+    const ipam = createDynamoIpam({ client, tableName: 'gc-pods', clock: w.clock });
+    w.deps.ipam = ipam;
+    const SUBNET = 'ovn-vpc-external-network';
+    const first = w.createPod(undefined, { [SUBNET]: '172.18.0.249' });
+    w.eip('a');
+    await w.run('add', 'a');
+    const eipA = w.get('a')!;
+    // The add writes no reservation: the table holds the EIP's address only.
+    expect(await ipam.findByOwner(`pod:${first.uid}`)).toEqual([]);
+
+    const dry = await collectGarbage(w.deps, ipam, { dryRun: true });
+    expect(dry.gatewayPods).toEqual([
+      { pod: `kube-system/${first.name}`, subnet: SUBNET, address: '172.18.0.249', status: 'reserved' },
+    ]);
+    expect(await ipam.findByOwner(`pod:${first.uid}`)).toEqual([]); // a dry run writes nothing
+
+    const reserved = await collectGarbage(w.deps, ipam);
+    expect(reserved.gatewayPods.map((p) => p.status)).toEqual(['reserved']);
+    expect((await ipam.findByOwner(`pod:${first.uid}`)).map((a) => a.address)).toEqual(['172.18.0.249']);
+    expect((await collectGarbage(w.deps, ipam)).gatewayPods.map((p) => p.status)).toEqual(['already']);
+
+    // The StatefulSet's new pod, same address: the reservation moves over at once, whatever its age.
+    const second = w.createPod(undefined, { [SUBNET]: '172.18.0.249' });
+    const moved = await collectGarbage(w.deps, ipam);
+    expect(moved.gatewayPods).toEqual([
+      {
+        pod: `kube-system/${second.name}`,
+        subnet: SUBNET,
+        address: '172.18.0.249',
+        status: 'reserved',
+        takenOverFrom: `pod:${first.uid}`,
+      },
+    ]);
+    expect(await ipam.findByOwner(`pod:${first.uid}`)).toEqual([]);
+    expect((await ipam.findByOwner(`pod:${second.uid}`)).map((a) => a.address)).toEqual(['172.18.0.249']);
+
+    // A pod given an address an EIP holds (a collision made outside this product): reported, never taken.
+    const third = w.createPod(undefined, { [SUBNET]: eipA.status!.ip! });
+    const log = w.deps.log as typeof w.deps.log & { lines: Record<string, unknown>[] };
+    const clash = await collectGarbage(w.deps, ipam);
+    expect(clash.gatewayPods).toMatchObject([{ pod: `kube-system/${third.name}`, status: 'conflict' }]);
+    expect((await ipam.findByOwner(eipA.metadata.uid)).map((a) => a.address)).toEqual([eipA.status!.ip]);
+    expect(await ipam.findByOwner(`pod:${third.uid}`)).toEqual([]);
+    expect(
+      log.lines.filter((l) => l.message === 'a gateway pod address is allocated to someone else'),
+    ).toHaveLength(1);
+    expect(log.lines.filter((l) => l.message === 'garbage collection').at(-1)).toMatchObject({
+      podAddressesReserved: 0,
+      podAddressConflicts: 1,
+    });
   });
 });

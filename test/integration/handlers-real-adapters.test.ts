@@ -24,6 +24,7 @@ import { ensureTable } from '../../local/table.js';
 import { kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { loadConfig } from '../../shared/config/config.js';
+import { collectGarbage, isGarbageCollector } from '../../shared/core/gc.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
@@ -115,10 +116,15 @@ describe('handlers on the real adapters', () => {
         .sort(),
     ).toEqual(['egress', 'ingress']);
     expect((await deps.ipam.findByOwner(eip!.metadata.uid)).map((a) => a.address)).toEqual([ip]);
-    // The gateway pod's own external address (from kube-ovn's annotation) is claimed for the pod, never for an EIP.
+    // The gateway pod's own external address (from kube-ovn's annotation) is never an EIP's; the add writes no
+    // reservation for it, the garbage collector does (ADR 0042).
     const [pod] = await deps.cluster.listGatewayPods();
     const own = pod?.addresses?.['ovn-vpc-external-network'];
     expect(own).toMatch(/^172\.18\.0\.\d+$/);
+    expect(ip).not.toBe(own);
+    expect(await deps.ipam.findByOwner(`pod:${pod!.uid}`)).toEqual([]);
+    if (!isGarbageCollector(deps.ipam)) throw new Error('the DynamoDB IPAM collects garbage');
+    await collectGarbage(deps, deps.ipam);
     expect((await deps.ipam.findByOwner(`pod:${pod!.uid}`)).map((a) => a.address)).toEqual([own]);
     // The second run finds nothing to do.
     expect(await eipHandler('add', async () => deps)(sample('add.json'), {} as Context)).toEqual({

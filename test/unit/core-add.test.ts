@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../../shared/domain/errors.js';
 import { FINALIZER, Label, LEGACY_FINALIZER } from '../../shared/domain/kube-ovn.js';
 import { world } from '../support/world.js';
@@ -35,26 +35,62 @@ describe('add', () => {
     expect(w.net1()).toContain('172.18.0.2/24');
   });
 
-  it("never hands out a gateway pod's own address on the external network: it is claimed for the pod", async () => {
+  it("never hands out a gateway pod's own address on the external network, and writes no reservation for it", async () => {
     const w = world();
-    const pod = w.createPod(undefined, { [SUBNET]: '172.18.0.2', 'vpc1-subnet1': '10.0.1.254' });
+    w.createPod(undefined, { [SUBNET]: '172.18.0.2', 'vpc1-subnet1': '10.0.1.254' });
     w.eip('eip-a');
     expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied', ip: '172.18.0.3' });
-    expect((await w.ipam.findByOwner(`pod:${pod.uid}`)).map((a) => a.address)).toEqual(['172.18.0.2']);
-    w.eip('eip-b', { v4ip: '172.18.0.2' });
-    expect(await w.run('add', 'eip-b')).toMatchObject({ status: 'rejected', code: 'AddressConflict' });
+    // The add avoids the pod's address; recording it in IPAM is the garbage collector's work (ADR 0042).
+    expect([...w.ipam.allocations.values()].map((a) => [a.owner.name, a.address])).toEqual([
+      ['eip-a', '172.18.0.3'],
+    ]);
   });
 
-  it("hands a re-created gateway pod its predecessor's address reservation", async () => {
+  it("refuses a gateway pod's own address as spec.v4ip, naming the pod, before anything is written", async () => {
     const w = world();
-    const first = w.createPod(undefined, { [SUBNET]: '172.18.0.2' });
+    const pod = w.createPod(undefined, { [SUBNET]: '172.18.0.2' });
+    w.eip('eip-b', { v4ip: '172.18.0.2' });
+    const ipamWrites = ['claimAddress', 'claimAny', 'release', 'releaseByOwner', 'place'] as const;
+    const spies = ipamWrites.map((m) => vi.spyOn(w.ipam, m));
+    expect(await w.run('add', 'eip-b')).toMatchObject({
+      status: 'rejected',
+      code: 'AddressConflict',
+      message: `address 172.18.0.2 in subnet ${SUBNET} is already allocated to ${pod.namespace}/${pod.name}`,
+    });
+    for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+    expect(w.ipam.allocations.size).toBe(0);
+    expect(w.gateway.calls).toEqual([]);
+    const conditions = w.get('eip-b')?.status?.conditions ?? [];
+    expect(conditions.find((c) => c.type === 'Validated')).toMatchObject({
+      status: 'False',
+      reason: 'AddressConflict',
+    });
+    expect(conditions.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'AddressConflict',
+    });
+    // Another network's address of the pod is not this subnet's: a static request for it here is fine.
+    w.createPod(undefined, { [SUBNET]: '172.18.0.2', other: '172.18.0.9' });
+    w.eip('eip-c', { v4ip: '172.18.0.9' });
+    expect(await w.run('add', 'eip-c')).toMatchObject({ status: 'applied', ip: '172.18.0.9' });
+  });
+
+  it("does not adopt a configured EIP's unknown address when it is a gateway pod's own (the pods listed only then)", async () => {
+    const w = world();
     w.eip('eip-a');
     await w.run('add', 'eip-a');
-    const second = w.createPod(undefined, { [SUBNET]: '172.18.0.2' }); // the StatefulSet's new pod, same address
-    w.eip('eip-b');
-    expect(await w.run('add', 'eip-b')).toMatchObject({ status: 'applied', ip: '172.18.0.4' });
-    expect(await w.ipam.findByOwner(`pod:${first.uid}`)).toEqual([]);
-    expect((await w.ipam.findByOwner(`pod:${second.uid}`)).map((a) => a.address)).toEqual(['172.18.0.2']);
+    const listed = vi.spyOn(w.cluster, 'listGatewayPods');
+    await w.run('update', 'eip-a', 'resync');
+    expect(listed).not.toHaveBeenCalled(); // a configured EIP that IPAM knows: no pod list
+    w.ipam.allocations.clear(); // the table lost it, and meanwhile kube-ovn gave the address to a gateway pod
+    const pod = w.createPod(undefined, { [SUBNET]: '172.18.0.2' });
+    expect(await w.run('update', 'eip-a', 'resync')).toMatchObject({
+      status: 'rejected',
+      code: 'AddressConflict',
+      message: `address 172.18.0.2 in subnet ${SUBNET} is already allocated to ${pod.namespace}/${pod.name}`,
+    });
+    expect(listed).toHaveBeenCalledTimes(1);
+    expect(w.ipam.allocations.size).toBe(0);
   });
 
   it('claims exactly the static spec.v4ip', async () => {

@@ -1,6 +1,7 @@
 /**
- * Fewer requests per add (ADR 0041): one read of the EIP under its lease, status.nat from the event's hint only when
- * it agrees with the EIP, and the placement written with the claim. Requests are counted at the port seam.
+ * Fewer requests per add (ADR 0041, ADR 0042): one read of the EIP under its lease, status.nat from the event's hint
+ * only when it agrees with the EIP, the placement written with the claim, and no reservation of the gateway pods'
+ * own addresses on the way. Requests are counted at the port seam.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -180,6 +181,40 @@ describe('the placement is written with the claim', () => {
     expect(calls['ipam.place'] ?? 0).toBe(0);
     const [a] = await w.ipam.findByOwner(w.get('eip-a')!.metadata.uid);
     expect(a?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+  });
+
+  it('an add sends three DynamoDB requests: the lease, the claim with its placement, the lease back (ADR 0042)', async () => {
+    const w = world();
+    // A gateway pod with its own address on the EIP's network: avoided at the claim, never reserved by the add.
+    w.createPod(undefined, { 'ovn-vpc-external-network': '172.18.0.2' });
+    for (const name of ['eip-a', 'eip-b']) {
+      w.eip(name);
+      vi.restoreAllMocks();
+      const calls = count(w);
+      expect(await w.run('add', name, 'added', { nat: '' })).toMatchObject({ status: 'applied' });
+      // The methods of the Ipam and Leases ports (each one DynamoDB request or more on the real adapters).
+      const ports = [
+        'claimAddress',
+        'claimAny',
+        'findByOwner',
+        'releaseByOwner',
+        'release',
+        'place',
+        'acquire',
+      ];
+      const dynamo = Object.entries(calls).filter(
+        ([k]) => /^(ipam|leases)\./.test(k) && ports.includes(k.split('.')[1]!),
+      );
+      expect(Object.fromEntries(dynamo)).toEqual({
+        'leases.acquire': 1,
+        'ipam.claimAny': 1,
+        'leases.release': 1,
+      });
+    }
+    expect([...w.ipam.allocations.values()].map((a) => a.address).sort()).toEqual([
+      '172.18.0.3',
+      '172.18.0.4',
+    ]);
   });
 
   it('a static address too', async () => {

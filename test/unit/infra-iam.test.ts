@@ -2,8 +2,8 @@
  * The functions' IAM roles (infra/iam.yml) against the DynamoDB requests the functions really send. The operations
  * run on the real DynamoDB adapters (in-process dynalite; the cluster and gateway in memory) through a lifecycle that
  * reaches every IPAM and lease path: a new EIP, a static one, a gateway pod re-created with its own address, a
- * redo, a reset, a deletion, a force-deleted EIP, and the gc function's work: the garbage collector, then the drift
- * check of the gateways with its repairs. Every request is recorded with its
+ * redo, a reset, a deletion, a force-deleted EIP, and the gc function's work: the garbage collector (which also
+ * reserves the gateway pods' own addresses), then the drift check of the gateways with its repairs. Every request is recorded with its
  * index; each must be allowed by the role of the function that sent it, and each role grants nothing its function
  * never uses (the four handlers share their paths, so their roles are judged against their union).
  */
@@ -110,14 +110,19 @@ beforeAll(async () => {
     }
   };
 
-  // The gateway pod with its own external address (reserved for the pod on every add).
+  // The gateway pod with its own external address (avoided by every add, reserved for the pod by gc).
   w.createPod(w.clock.now(), { 'ovn-vpc-external-network': '172.18.0.5' });
   // The static one first, so that no random pick takes its address.
   w.eip('b', { v4ip: '172.18.0.4' });
   expect(await run('add', 'b', 'added')).toMatchObject({ status: 'applied' });
   w.eip('a');
   expect(await run('add', 'a', 'added')).toMatchObject({ status: 'applied' });
-  // The pod re-created (new uid): the next add moves the pod's reservation over from its predecessor.
+  // gc reserves the pod's address; then the pod is re-created (new uid): the next gc moves the reservation over.
+  current = 'gc';
+  const { collectGarbage: gc, isGarbageCollector: collects } = await import('../../shared/core/gc.js');
+  if (!collects(deps.ipam)) throw new Error('the DynamoDB IPAM collects garbage');
+  expect((await gc(deps, deps.ipam)).gatewayPods.map((p) => p.status)).toEqual(['reserved']);
+  current = undefined;
   w.createPod(w.clock.now() + 1000, { 'ovn-vpc-external-network': '172.18.0.5' });
   w.eip('c');
   expect(await run('add', 'c', 'added')).toMatchObject({ status: 'applied' });
@@ -148,6 +153,9 @@ beforeAll(async () => {
   if (!isGarbageCollector(deps.ipam)) throw new Error('the DynamoDB IPAM collects garbage');
   const report = await collectGarbage(deps, deps.ipam);
   expect(report.released.map((a) => a.address)).toHaveLength(1);
+  expect(report.gatewayPods).toMatchObject([
+    { status: 'reserved', takenOverFrom: expect.stringMatching(/^pod:/) },
+  ]);
   // Then, as the gc function does, the drift check and its repairs: an address lost from net1 (re-added under the
   // EIP's lease), a stray address on net1 (seen twice across the grace period, then removed), a stale lease.
   const audit: AuditDeps = {

@@ -89,12 +89,6 @@ export interface IpamTuning {
    */
   blockCacheMs: number;
   /**
-   * How long a claimAddress of a gateway pod's own address (owner uid `pod:…`, claimed again on every add) that
-   * found it already held by that pod is answered from memory. Only those: an EIP's allocation carries its
-   * placement, which must be read fresh. 0, the default, reads every time. ADR 0028.
-   */
-  repeatCacheMs: number;
-  /**
    * Conditional writes one read of a home block may feed before it is read again. Default 1: after a lost race the
    * block is read again (a read costs less than a write that fails, and the fresh read shows what the others took).
    */
@@ -170,8 +164,6 @@ export class DynamoIpam implements Ipam {
   private readonly freeCache = new Map<string, { values: bigint[]; loadedAt: number }>();
   /** Released-address claims won in a row by this allocator. */
   private reuseCalm = 0;
-  /** claimAddress answers confirmed by a read: key, owner and address → allocation and when it was read. */
-  private readonly repeats = new Map<string, { allocation: Allocation; at: number }>();
   /** Per pool: moving estimate of how used the home blocks this allocator read were (decides the blind try). */
   private readonly fill = new Map<string, number>();
   private readonly tuning: IpamTuning;
@@ -192,7 +184,6 @@ export class DynamoIpam implements Ipam {
       reuseCacheMs: 500,
       blindBelow: 0.25,
       blockCacheMs: 5000,
-      repeatCacheMs: 0,
       triesPerRead: 1,
       ...tuning,
     };
@@ -206,20 +197,10 @@ export class DynamoIpam implements Ipam {
     const value = parseAddress(address)!.value;
     const addr = formatAddress(pool.family, value);
     const now = this.clock.now();
-    const repeatKey = `${poolPk(pool.subnet, pool.family)}|${addressSk(pool.family, value)}|${owner.uid}`;
-    const known = this.repeats.get(repeatKey);
-    if (known && now - known.at < this.tuning.repeatCacheMs) return known.allocation;
-    // Repeated claims are the common case (retries, the gateway pods' own addresses on every add): a consistent
-    // read answers them without a write.
+    // Repeated claims are common (retries, a maintained EIP, the collector's gateway pod reservations): a
+    // consistent read answers them without a write.
     const current = await this.getItem(poolPk(pool.subnet, pool.family), addressSk(pool.family, value));
-    if (current?.ownerUid?.S === owner.uid) {
-      const allocation = toAllocation(current);
-      if (this.tuning.repeatCacheMs > 0 && owner.uid.startsWith('pod:')) {
-        this.repeats.set(repeatKey, { allocation, at: now });
-        if (this.repeats.size > 1024) this.repeats.delete(this.repeats.keys().next().value!);
-      }
-      return allocation;
-    }
+    if (current?.ownerUid?.S === owner.uid) return toAllocation(current);
     if (current?.ownerUid?.S) {
       this.metrics?.count('IpamConflicts', 1, { subnet: pool.subnet });
       throw new AddressConflictError(
@@ -928,7 +909,6 @@ export class DynamoIpam implements Ipam {
       ExpressionAttributeValues: { ':uid': { S: ownerUid } },
     })) {
       if (!it.pk?.S || !it.sk?.S || !it.subnet?.S) continue;
-      this.repeats.delete(`${it.pk.S}|${it.sk.S}|${ownerUid}`);
       const before = await this.releaseItem(it.pk.S, it.sk.S, ownerUid, undefined, it.subnet.S);
       if (before) released.push(toAllocation(before));
     }
@@ -960,7 +940,6 @@ export class DynamoIpam implements Ipam {
   async release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
     const p = parseAddress(address);
     if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
-    this.repeats.delete(`${poolPk(subnet, p.family)}|${addressSk(p.family, p.value)}|${ownerUid}`);
     const before = await this.releaseItem(
       poolPk(subnet, p.family),
       addressSk(p.family, p.value),
