@@ -1,6 +1,7 @@
 /**
  * npm run gc -- [--dry-run] [target options]: releases allocations whose EIP (or gateway pod) no longer exists,
- * and prints the report. The same collection runs on a schedule in AWS (functions/gc).
+ * reserves the live gateway pods' own addresses, and prints the report. The same collection runs on a schedule in
+ * AWS (functions/gc).
  */
 import { parseArgs } from 'node:util';
 import { buildDeps } from '../shared/adapters/live.js';
@@ -10,12 +11,14 @@ import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE, TargetError } from './targ
 
 const USAGE = `usage: npm run gc -- [options]
 
-Releases IPAM allocations whose owner (an IptablesEIP uid, or a NAT gateway pod) no longer exists, and prints a
-report: what was scanned, the orphans found, what was released, and subnet utilisation. Safe to run at any time:
-allocations made after the live set was read, or whose owner a second read still finds, are left alone.
+Releases IPAM allocations whose owner (an IptablesEIP uid, or a NAT gateway pod) no longer exists, reserves each
+live NAT gateway pod's own address for the pod, and prints a report: what was scanned, the orphans found, what was
+released, the gateway pod reservations, and subnet utilisation. Safe to run at any time: allocations made after
+the live set was read, or whose owner a second read still finds, are left alone; an address an EIP holds is never
+taken for a pod.
 
 options:
-  --dry-run                  report only; release nothing
+  --dry-run                  report only; release and reserve nothing
 ${TARGET_USAGE}
   -h, --help                 show this help`;
 
