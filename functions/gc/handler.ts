@@ -1,4 +1,5 @@
-// Scheduled garbage collection of allocations whose EIP (or gateway pod) is gone: wiring only (shared/core/gc.ts).
+// Scheduled garbage collection of allocations whose EIP (or gateway pod) is gone, and reservation of the gateway
+// pods' own addresses (ADR 0042): wiring only (shared/core/gc.ts).
 // Then the hourly drift check of every gateway, repairing what is safe (shared/audit, docs/adr/0039-drift-repair.md).
 import { liveDeps } from '../../shared/adapters/live.js';
 import { auditAndRepair, auditDepsOf } from '../../shared/audit/live.js';
@@ -9,13 +10,19 @@ export const handler = async (): Promise<{
   scanned: number;
   orphans: number;
   released: number;
+  podAddressesReserved: number;
   drift: number | string;
   repaired: number;
 }> => {
   const deps = await liveDeps();
   if (!isGarbageCollector(deps.ipam)) throw new Error('the configured IPAM cannot collect garbage');
   const report = await collectGarbage(deps, deps.ipam);
-  const gc = { scanned: report.scanned, orphans: report.orphans.length, released: report.released.length };
+  const gc = {
+    scanned: report.scanned,
+    orphans: report.orphans.length,
+    released: report.released.length,
+    podAddressesReserved: report.gatewayPods.filter((p) => p.status === 'reserved').length,
+  };
   if (process.env.DRIFT_REPAIR === 'off') return { ...gc, drift: 'off', repaired: 0 };
   try {
     const d = await auditAndRepair(auditDepsOf(loadConfig(process.env), deps));

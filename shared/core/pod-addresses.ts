@@ -1,7 +1,8 @@
 /**
  * The NAT gateway pods' own addresses. kube-ovn gives each gateway pod an address on every external network it is
  * attached to (annotation `<network>.<namespace>.kubernetes.io/ip_address`); this product's IPAM is separate from
- * kube-ovn's, so an EIP must never get one of them (docs/adr/0042-gateway-pod-addresses-excluded-at-claim-reserved-by-gc.md):
+ * kube-ovn's, so an EIP must never get one of them
+ * (docs/adr/0042-gateway-pod-addresses-excluded-at-claim-reserved-by-gc.md):
  *
  * - the add keeps them out with the pod list it reads anyway: claimAny avoids them, and a static request for one is
  *   refused (`refuseGatewayPodAddress`), with no IPAM request;
