@@ -64,6 +64,8 @@ interface RunResult {
   lockWaits?: number;
   /** Requests by operation, all allocators of the run together (claims only). */
   byOperation: Record<string, number>;
+  /** Ours: how the claims were decided (memory, blind, block, pointer; ADR 0043). */
+  paths?: Record<string, number>;
 }
 
 const TABLE = 'eip-lambdas-bench-ipam';
@@ -272,6 +274,8 @@ async function prefill(
 }
 
 interface Worker {
+  /** How each claim was decided (ours only): memory, blind, block, pointer (ClaimStats.path). */
+  paths?: Record<string, number>;
   counter: RequestCounter;
   client: DynamoDBClient;
   claim(uid: string): Promise<string>;
@@ -348,6 +352,8 @@ async function measure(
   }
   const byOperation: Record<string, number> = {};
   for (const w of workers) for (const [op, k] of w.counter.byOp) byOperation[op] = (byOperation[op] ?? 0) + k;
+  const paths: Record<string, number> = {};
+  for (const w of workers) for (const [k, v] of Object.entries(w.paths ?? {})) paths[k] = (paths[k] ?? 0) + v;
   for (const w of workers) w.client.destroy();
   const conflicts = workers.reduce((s, w) => s + w.conflicts(), 0);
   const lockWaits =
@@ -372,6 +378,7 @@ async function measure(
     failures,
     ...(lockWaits !== undefined && { lockWaits }),
     byOperation,
+    ...(kind === 'ours' && { paths }),
   };
 }
 
@@ -418,14 +425,21 @@ function makeWorker(
   if (kind === 'ours') {
     const ipam: DynamoIpam = createDynamoIpam({ client, tableName: TABLE, tuning });
     let conflicts = 0;
+    const paths: Record<string, number> = {};
     return {
       client,
       counter,
       conflicts: () => conflicts,
       lockWaits: () => 0,
+      paths,
       claim: async (uid) => {
-        const a = await ipam.claimAny(pool, { uid, name: uid });
+        // A new owner, claimed as the add claims it: the allocator proposes a home, the add records it on the EIP
+        // with the finalizer (a write it makes anyway), then claims as a first attempt (ADR 0043).
+        const home = ipam.suggestHome(pool);
+        const a = await ipam.claimAny(pool, { uid, name: uid }, undefined, { firstAttempt: true, home });
         conflicts += ipam.lastClaim?.conflicts ?? 0;
+        const path = ipam.lastClaim?.path ?? 'block';
+        paths[path] = (paths[path] ?? 0) + 1;
         return a.address;
       },
     };
@@ -483,9 +497,10 @@ function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: st
     });
     out.push({ goal: '... and <= 4 at p99', met: hot.writes.p99 <= 4, actual: String(hot.writes.p99) });
   }
+  // The goals are set for 8 and 32 concurrent allocators; one allocator alone is shown in the table.
   const ratios = (k: AllocatorKind) =>
     results
-      .filter((r) => r.allocator === 'ours')
+      .filter((r) => r.allocator === 'ours' && r.concurrency >= 8)
       .map((r) => {
         const p = results.find(
           (x) =>
@@ -502,19 +517,19 @@ function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: st
   const lock = ratios('lock');
   if (lock.length)
     out.push({
-      goal: 'throughput >= 5× the subnet-lock baseline',
+      goal: 'throughput >= 5× the subnet-lock baseline (8 and 32 allocators)',
       met: Math.min(...lock) >= 5,
       actual: range(lock),
     });
   const raw = ratios('raw');
   if (raw.length)
     out.push({
-      goal: 'throughput >= 0.7× the raw PutItem floor',
+      goal: 'throughput >= 0.7× the raw PutItem floor (8 and 32 allocators)',
       met: Math.min(...raw) >= 0.7,
       actual: range(raw),
     });
   const rawCpu = results
-    .filter((r) => r.allocator === 'ours')
+    .filter((r) => r.allocator === 'ours' && r.concurrency >= 8)
     .map((r) => {
       const p = results.find(
         (x) =>
@@ -571,6 +586,7 @@ function render(
     'x lock',
     'x raw',
     'x raw (cpu)',
+    'mem/blind/block/ptr',
   ];
   const rows: string[][] = [];
   for (const r of results) {
@@ -603,6 +619,7 @@ function render(
       r.allocator === 'ours' && lock ? (r.perSecond / lock.perSecond).toFixed(1) : '',
       r.allocator === 'ours' && raw ? (r.perSecond / raw.perSecond).toFixed(2) : '',
       r.allocator === 'ours' && raw ? (raw.cpuMsPerAllocation / r.cpuMsPerAllocation).toFixed(2) : '',
+      r.paths ? ['memory', 'blind', 'block', 'pointer'].map((k) => String(r.paths![k] ?? 0)).join('/') : '',
     ]);
   }
   const width = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));

@@ -72,6 +72,13 @@ export interface ClaimOptions {
    * then skip looking for the owner's earlier claim; a retry (finalizer already there) never says so.
    */
   firstAttempt?: boolean;
+  /**
+   * Where the owner's claims go, as the adapter's `suggestHome` proposed it and the caller recorded it on the EIP
+   * (annotation `eip-lambdas.io/ipam-home`) in the same write as the finalizer, before the first claim: a retry
+   * passes what it reads there and meets its own claim. Opaque to the caller; an adapter ignores a value it does
+   * not recognise (a user can edit annotations) and uses its own default (ADR 0043).
+   */
+  home?: string;
 }
 
 export interface Ipam {
@@ -89,6 +96,11 @@ export interface Ipam {
    * @throws NoAvailableAddressError when the pool is exhausted
    */
   claimAny(pool: Pool, owner: Owner, placement?: Placement, options?: ClaimOptions): Promise<Allocation>;
+  /**
+   * Where this allocator would like a new owner's claims in `pool` to go (ClaimOptions.home), without a request:
+   * somewhere it remembers free addresses. Undefined: no preference. Optional.
+   */
+  suggestHome?(pool: Pool): string | undefined;
   /** Every allocation held by this owner uid, in any subnet. */
   findByOwner(ownerUid: string): Promise<Allocation[]>;
   /** Releases every allocation held by this owner uid; returns what was released. */
@@ -145,6 +157,8 @@ export interface EipObjectChange {
   spec?: Partial<Record<'v4ip' | 'v6ip' | 'macAddress', string>>;
   /** Labels to set; `null` removes the key. Keys not named are kept. */
   labels?: Record<string, string | null>;
+  /** Annotations to set; `null` removes the key. Keys not named are kept. */
+  annotations?: Record<string, string | null>;
   /** The complete new finalizer list. */
   finalizers?: string[];
 }

@@ -262,6 +262,14 @@ export class MemoryCluster implements Cluster {
       }
       e.metadata.labels = labels;
     }
+    if (change.annotations) {
+      const annotations = { ...(e.metadata.annotations ?? {}) };
+      for (const [k, v] of Object.entries(change.annotations)) {
+        if (v === null) delete annotations[k];
+        else annotations[k] = v;
+      }
+      e.metadata.annotations = annotations;
+    }
     if (change.finalizers) {
       const adding = change.finalizers.some((f) => !(e.metadata.finalizers ?? []).includes(f));
       if (adding && e.metadata.deletionTimestamp)

@@ -7,7 +7,13 @@
  * (the recorded placement) → release → finalizer removal. Permanent errors are turned into a recorded `rejected`
  * outcome in one place, `settle` below (docs/architecture.md, docs/adr/0014-event-path-top-down.md).
  */
-import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../domain/addressing.js';
+import {
+  IPAM_HOME_ANNOTATION,
+  parseAddress,
+  poolsOf,
+  prefixLength,
+  staticAddressProblem,
+} from '../domain/addressing.js';
 import {
   AddressOutOfRangeError,
   ConflictError,
@@ -361,21 +367,28 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   const qos = eip0.spec.qosPolicy ? await loadQos(deps, eip0.spec.qosPolicy) : undefined;
   if (qos) await assertBindable(deps, eip0, qos);
 
-  // 1. The finalizer before anything is allocated.
+  // 1. The finalizer before anything is allocated. Without it, no earlier attempt got as far as claiming (every
+  //    claim comes after it, under the lease): this is a first attempt, and the allocator need not look for an
+  //    earlier claim. Where its claims will go is recorded in the same write, so a retry looks there (ADR 0043).
+  const firstAttempt = !hasOurFinalizer(eip0);
+  const suggested = firstAttempt && !requested ? deps.ipam.suggestHome?.(target.v4) : undefined;
   let eip = await updateEipMeta(deps, name, eip0, (e) => {
     const finalizers = withFinalizer(e.metadata.finalizers);
-    return finalizers ? { finalizers } : undefined;
+    if (!finalizers) return undefined;
+    return { finalizers, ...(suggested && { annotations: { [IPAM_HOME_ANNOTATION]: suggested } }) };
   });
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
-  // This invocation wrote the finalizer: no earlier attempt got as far as claiming (every claim comes after the
-  // finalizer, under the lease), so the allocator need not look for one (ADR 0043). A retry finds it there.
-  const firstAttempt = eip.metadata.resourceVersion !== eip0.metadata.resourceVersion;
-  if (firstAttempt) run.did('finalizer');
+  if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('finalizer');
+  const home = eip.metadata.annotations?.[IPAM_HOME_ANNOTATION];
 
   // 2. Allocation, durable before the gateway is touched, with where the address is about to be configured in the
   //    same write (ADR 0041: clean-up may then run eip-del where the add never happened, which changes nothing).
   //    The gateway pods' own addresses are avoided here; the garbage collector records them in IPAM (ADR 0042).
-  const claim: ClaimOptions = { firstAttempt, avoid: podAddressesOn(pods, target.v4.subnet) };
+  const claim: ClaimOptions = {
+    firstAttempt,
+    avoid: podAddressesOn(pods, target.v4.subnet),
+    ...(home && { home }),
+  };
   const placement: Placement = { gateway: gwName, prefix: prefixLength(target.v4) };
   let v4: Allocation;
   if (requested) {
@@ -407,8 +420,17 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     if (v6 && e.spec.v6ip !== v6.address) spec.v6ip = v6.address;
     if (!e.spec.macAddress) spec.macAddress = macFor(e.metadata.uid);
     const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
-    return Object.keys(spec).length || labels
-      ? { ...(Object.keys(spec).length && { spec }), ...(labels && { labels }) }
+    // The claim is made and spec.v4ip now names it (what a retry claims from here on): the home has served.
+    const annotations =
+      e.metadata.annotations?.[IPAM_HOME_ANNOTATION] !== undefined
+        ? { [IPAM_HOME_ANNOTATION]: null }
+        : undefined;
+    return Object.keys(spec).length || labels || annotations
+      ? {
+          ...(Object.keys(spec).length && { spec }),
+          ...(labels && { labels }),
+          ...(annotations && { annotations }),
+        }
       : undefined;
   });
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };

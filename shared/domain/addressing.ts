@@ -21,6 +21,13 @@ export type Family = 4 | 6;
  */
 export const EIP_RANGE_ANNOTATION = 'eip-lambdas.io/eip-range';
 
+/**
+ * Annotation on an IptablesEip, from the write that adds the finalizer until the one that sets spec.v4ip: where in
+ * its pool the allocator places the EIP's claim (Ipam.suggestHome), so that a retry of the add looks there
+ * (ADR 0043). Internal; a value the allocator does not recognise is ignored.
+ */
+export const IPAM_HOME_ANNOTATION = 'eip-lambdas.io/ipam-home';
+
 export interface Range {
   /** Inclusive. */
   start: bigint;

@@ -17,6 +17,8 @@ export class Crash extends Error {
 
 const PORTS = ['ipam', 'leases', 'cluster', 'gateway'] as const;
 const READ = /^(get|list|find|natGw)/;
+/** Synchronous, request-free methods (Ipam.suggestHome): passed through as they are, crashing like the rest. */
+const SYNC = /^suggest/;
 
 export interface Seam {
   deps: Deps;
@@ -35,6 +37,11 @@ export function seam(deps: Deps, crashAfter = Number.POSITIVE_INFINITY): Seam {
       get(t, prop, receiver) {
         const v = Reflect.get(t, prop, receiver);
         if (typeof v !== 'function' || typeof prop !== 'string') return v;
+        if (SYNC.test(prop))
+          return (...args: unknown[]) => {
+            if (s.crashed) throw new Crash(s.crashed);
+            return (v as (...a: unknown[]) => unknown).apply(t, args);
+          };
         return async (...args: unknown[]) => {
           if (s.crashed) throw new Crash(s.crashed);
           const result = await (v as (...a: unknown[]) => unknown).apply(t, args);

@@ -49,10 +49,13 @@ import type {
 import { type CursorOptions, DEFAULT_CURSOR, NeverUsedCursor } from './cursor.js';
 import {
   addressSk,
+  BLOCK_SIZE,
+  blockRange,
   fullSk,
   geometryOf,
   type HomeBlock,
   homeBlock,
+  homeOfHint,
   INDEX,
   META_SK,
   type PoolGeometry,
@@ -64,6 +67,9 @@ import {
 import type { Store } from './store.js';
 
 type Item = Record<string, AttributeValue>;
+
+/** First attempts in a block that read it first after a claim from memory lost a race there (ADR 0043). */
+const WARY_CLAIMS = 4;
 
 /** Uncontested reuse claims in a row before an allocator trusts its cached list of released addresses. */
 const CALM_BEFORE_CACHING = 8;
@@ -161,6 +167,10 @@ export class DynamoIpam implements Ipam {
   private readonly cursors = new Map<string, NeverUsedCursor>();
   /** Home block (pool key, fingerprint, start) → what the last read of it left free (ADR 0043). */
   private readonly blocks = new Map<string, RememberedBlock>();
+  /** Home block → first attempts left that read the block before claiming, after a race lost from memory. */
+  private readonly wary = new Map<string, number>();
+  /** Per pool (key, fingerprint): the block this allocator proposes as new owners' home while it has room. */
+  private readonly homes = new Map<string, bigint>();
   private readonly freeCache = new Map<string, { values: bigint[]; loadedAt: number }>();
   /** Released-address claims won in a row by this allocator. */
   private reuseCalm = 0;
@@ -297,11 +307,12 @@ export class DynamoIpam implements Ipam {
     };
     const stats: ClaimStats = { writes: 0, conflicts: 0, source: 'existing', path: 'block' };
     this.lastClaim = stats;
-    const home = homeBlock(g, owner.uid);
+    const at = homeOfHint(g, options.home);
+    const home = homeBlock(g, owner.uid, at);
 
     const result =
-      (options.firstAttempt && (await this.claimFirst(g, home, owner, stats))) ||
-      (await this.claimInBlock(g, home, owner, stats));
+      (options.firstAttempt && (await this.claimFirst(g, home, owner, stats, at !== undefined))) ||
+      (await this.claimInBlock(g, home, owner, stats, !options.firstAttempt));
     if (stats.conflicts > 0) this.metrics?.count('IpamConflicts', stats.conflicts, { subnet: pool.subnet });
     if (!result) {
       this.metrics?.count('IpamExhausted', 1, { subnet: pool.subnet });
@@ -322,29 +333,58 @@ export class DynamoIpam implements Ipam {
   }
 
   /**
-   * A first attempt without a read (ADR 0043): from what this allocator remembers of the home block, else blind at
-   * the owner's first candidate while the pool looks sparse. Undefined sends the claim on to the block read.
+   * The block this allocator is filling, as a home for new owners (ADR 0043): kept while it remembers free
+   * addresses there (or has not read it yet), else another block of the pool at random, so that concurrent
+   * allocators rarely share one. Undefined for a pool read whole (one block, everybody's home).
+   */
+  suggestHome(pool: Pool): string | undefined {
+    const g = geometryOf(pool);
+    const range = blockRange(g);
+    if (!range) return undefined;
+    const id = `${g.pk}|${g.fingerprint}`;
+    const current = this.homes.get(id);
+    if (current !== undefined) {
+      const known = this.blocks.get(`${id}|${current}`);
+      if (!known || known.neverUsed.length + known.released.length > 0)
+        return formatAddress(g.pool.family, current);
+    }
+    const count = (range.last - range.first) / BLOCK_SIZE + 1n;
+    let start = range.first;
+    for (let i = 0; i < 8; i++) {
+      start = range.first + randomBelow(count) * BLOCK_SIZE;
+      if (start !== current && homeBlock(g, '', start).eligible.length > 0) break;
+    }
+    this.homes.set(id, start);
+    if (this.homes.size > 256) this.homes.delete(this.homes.keys().next().value!);
+    return formatAddress(g.pool.family, start);
+  }
+
+  /**
+   * A first attempt without a read (ADR 0043): from what this allocator remembers of the home block, else (at the
+   * owner's own block, not a suggested one) blind at its first candidate while the pool looks sparse. Undefined
+   * sends the claim on to the block read.
    */
   private async claimFirst(
     g: PoolGeometry,
     home: HomeBlock,
     owner: Claimant,
     stats: ClaimStats,
+    suggested: boolean,
   ): Promise<Allocation | undefined> {
     const id = blockId(g, home);
     const known = this.blocks.get(id);
-    if (known && this.clock.now() - known.loadedAt <= this.tuning.blockCacheMs) {
+    const wary = this.wary.get(id) ?? 0;
+    if (wary > 0) this.wary.set(id, wary - 1);
+    else if (known && this.clock.now() - known.loadedAt <= this.tuning.blockCacheMs) {
       stats.path = 'memory';
-      // Never-used first (the owner's first candidate ahead), then the oldest released ones, at random among them
-      // so that allocators remembering the same block spread out. Two lost races: read the block instead.
-      for (let lost = 0; lost < 2; ) {
+      // Never-used first, then the oldest released ones, at random among them so that allocators remembering the
+      // same block spread out. A lost race means others are busy in this block and what is remembered is going
+      // stale: read it instead, this time and for the next few claims.
+      for (let lost = 0; lost < 1; ) {
         const neverUsed = known.neverUsed.length > 0;
         const list = neverUsed ? known.neverUsed : known.released.slice(0, this.tuning.reuseBatch);
         if (list.length === 0) break;
-        const value =
-          neverUsed && home.first !== undefined && known.neverUsed.includes(home.first)
-            ? home.first
-            : list[Math.floor(Math.random() * list.length)]!;
+        const value = list[Math.floor(Math.random() * list.length)]!;
         this.forget(id, value);
         if (owner.avoid.has(value)) continue;
         const got = neverUsed
@@ -354,9 +394,14 @@ export class DynamoIpam implements Ipam {
         lost++;
       }
       this.blocks.delete(id);
+      this.wary.set(id, WARY_CLAIMS);
+      if (this.wary.size > 256) this.wary.delete(this.wary.keys().next().value!);
     }
+    // Blind only at the owner's own block: a suggested one is where this allocator goes on claiming, so reading it
+    // once pays for the claims after it.
     const estimate = this.fill.get(g.pk);
     if (
+      !suggested &&
       home.first !== undefined &&
       !owner.avoid.has(home.first) &&
       estimate !== undefined &&
@@ -377,12 +422,20 @@ export class DynamoIpam implements Ipam {
     home: HomeBlock,
     owner: Claimant,
     stats: ClaimStats,
+    retry: boolean,
   ): Promise<Allocation | undefined> {
     // Block: read it consistently; the owner's own claim there (or behind its pointer) is the answer.
     stats.path = 'block';
     let view = await this.readBlock(g, home, owner.uid);
     const found = await this.existing(g, view, owner.uid);
     if (found) return found;
+    // A retry that finds nothing at home: the home it was given may not be where the first attempt claimed (an
+    // annotation edited by hand, a subnet edit that moved the blocks). The owner index is the last resort: it
+    // sees any claim older than its lag (ADR 0043).
+    if (retry) {
+      const elsewhere = (await this.held(owner.uid, g.pk)).find((a) => a.family === g.pool.family);
+      if (elsewhere) return elsewhere;
+    }
     const maxReads = Math.max(2, Math.ceil(8 / this.tuning.triesPerRead));
     for (
       let reads = 0;
@@ -416,7 +469,6 @@ export class DynamoIpam implements Ipam {
   /**
    * Never-used candidates of the block first, then its oldest released ones (up to `reuseBatch` of them, in random
    * order so that concurrent owners spread out), each a conditional write; at most `triesPerRead` per read.
-   * The owner's first candidate, while never used, goes first.
    */
   private async tryCandidates(
     g: PoolGeometry,
@@ -427,12 +479,7 @@ export class DynamoIpam implements Ipam {
   ): Promise<Allocation | undefined> {
     const id = blockId(g, home);
     const neverUsed = view.neverUsed.filter((v) => !owner.avoid.has(v));
-    const firstFree = home.first !== undefined && neverUsed.includes(home.first);
-    const fresh = [
-      ...(firstFree ? [home.first!] : []),
-      ...shuffled(neverUsed.filter((v) => v !== home.first)),
-    ].slice(0, this.tuning.triesPerRead);
-    for (const value of fresh) {
+    for (const value of shuffled(neverUsed).slice(0, this.tuning.triesPerRead)) {
       this.forget(id, value);
       const got = await this.claimNeverUsedValue(g, value, owner, stats);
       if (got) return got;
@@ -1164,6 +1211,14 @@ function placementAttributes(p: Placement | undefined): Item {
 
 function assertOwner(owner: Owner): void {
   if (!owner.uid) throw new InvalidSpecError('an allocation needs an owner uid');
+}
+
+/** A uniformly random bigint in [0, n). */
+function randomBelow(n: bigint): bigint {
+  if (n <= BigInt(Number.MAX_SAFE_INTEGER)) return BigInt(Math.floor(Math.random() * Number(n)));
+  const hi = BigInt(Math.floor(Math.random() * 2 ** 52));
+  const lo = BigInt(Math.floor(Math.random() * 2 ** 52));
+  return ((hi << 52n) | lo) % n;
 }
 
 function shuffled<T>(a: readonly T[]): T[] {

@@ -4,7 +4,13 @@
  * See README.md next to this file for the item types and the access pattern each serves.
  */
 import { createHash } from 'node:crypto';
-import { allocatableRanges, type Family, formatAddress, type Range } from '../../domain/addressing.js';
+import {
+  allocatableRanges,
+  type Family,
+  formatAddress,
+  parseAddress,
+  type Range,
+} from '../../domain/addressing.js';
 import type { Pool } from '../../ports.js';
 
 export const TABLE_KEYS = { pk: 'pk', sk: 'sk' } as const;
@@ -50,7 +56,7 @@ export interface HomeBlock {
   first: bigint | undefined;
 }
 
-export function homeBlock(g: PoolGeometry, uid: string): HomeBlock {
+export function homeBlock(g: PoolGeometry, uid: string, at?: bigint): HomeBlock {
   const h = createHash('sha256').update(uid).digest();
   const hi = h.readBigUInt64BE(0);
   const lo = h.readBigUInt64BE(8);
@@ -62,13 +68,37 @@ export function homeBlock(g: PoolGeometry, uid: string): HomeBlock {
   if (highest - lowest + 1n > SINGLE_BLOCK_MAX) {
     const b0 = lowest / BLOCK_SIZE;
     const b1 = highest / BLOCK_SIZE;
-    start = (b0 + (hi % (b1 - b0 + 1n))) * BLOCK_SIZE;
+    start = at ?? (b0 + (hi % (b1 - b0 + 1n))) * BLOCK_SIZE;
     end = start + BLOCK_SIZE - 1n;
   }
   const eligible: bigint[] = [];
   for (let v = start; v <= end; v++) if (g.slotOf(v) !== undefined) eligible.push(v);
   const first = eligible.length > 0 ? eligible[Number(lo % BigInt(eligible.length))] : undefined;
   return { start, end, eligible, first };
+}
+
+/**
+ * The starts of the blocks a home may be placed at (ADR 0043): every aligned block of a multi-block pool; none for
+ * a pool read whole (its one block is everybody's home).
+ */
+export function blockRange(g: PoolGeometry): { first: bigint; last: bigint } | undefined {
+  if (g.capacity === 0n) return undefined;
+  const lowest = g.valueOf(0n);
+  const highest = g.valueOf(g.capacity - 1n);
+  if (highest - lowest + 1n <= SINGLE_BLOCK_MAX) return undefined;
+  return { first: (lowest / BLOCK_SIZE) * BLOCK_SIZE, last: (highest / BLOCK_SIZE) * BLOCK_SIZE };
+}
+
+/**
+ * The block start a home hint names (ClaimOptions.home: the block's first address, as text), if it is one of the
+ * pool's blocks; anything else (another family, unaligned, outside the pool, a single-block pool) is undefined.
+ */
+export function homeOfHint(g: PoolGeometry, hint: string | undefined): bigint | undefined {
+  const range = blockRange(g);
+  if (!hint || !range || hint.length > 64) return undefined;
+  const a = parseAddress(hint);
+  if (!a || a.family !== g.pool.family || a.value % BLOCK_SIZE !== 0n) return undefined;
+  return a.value >= range.first && a.value <= range.last ? a.value : undefined;
 }
 
 /** Key of an owner's pointer item: in its home block's key range, right after the block's first address key. */

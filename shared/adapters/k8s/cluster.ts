@@ -237,11 +237,14 @@ class K8sCluster implements Cluster {
     const what = `patch ${Plural.eip} "${name}"`;
     const spec = Object.fromEntries(Object.entries(change.spec ?? {}).filter(([, v]) => v !== undefined));
     const labels = change.labels && Object.keys(change.labels).length > 0 ? change.labels : undefined;
-    if (!Object.keys(spec).length && !labels && !change.finalizers) return this.getEip(name);
+    const annotations =
+      change.annotations && Object.keys(change.annotations).length > 0 ? change.annotations : undefined;
+    if (!Object.keys(spec).length && !labels && !annotations && !change.finalizers) return this.getEip(name);
     const body = {
       metadata: {
         resourceVersion,
         ...(labels && { labels }),
+        ...(annotations && { annotations }),
         ...(change.finalizers && { finalizers: [...change.finalizers] }),
       },
       ...(Object.keys(spec).length > 0 && { spec }),

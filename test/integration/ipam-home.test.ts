@@ -1,0 +1,154 @@
+/**
+ * Where a new EIP's claim goes (ADR 0043): the allocator proposes a home block it remembers free addresses in, the
+ * add records it on the EIP in the write that adds the finalizer, claims there as a first attempt (no read), and
+ * removes the record in the write that sets spec.v4ip. A retry reads the record and meets its own claim. Runs the
+ * add of the in-memory world with the DynamoDB IPAM on dynalite, on a /16 (many home blocks).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { blockRange, geometryOf, homeOfHint } from '../../shared/adapters/dynamo/layout.js';
+import { IPAM_HOME_ANNOTATION, parseAddress } from '../../shared/domain/addressing.js';
+import type { Pool } from '../../shared/ports.js';
+import { world } from '../support/world.js';
+import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+
+let fx: DynamoFixture;
+beforeAll(async () => {
+  fx = await startDynamoFixture();
+});
+afterAll(async () => {
+  await fx?.close();
+});
+
+const wide: Pool = { subnet: 'wide', family: 4, cidr: '172.20.0.0/16', gateway: '172.20.0.1', exclude: [] };
+
+async function wideWorld() {
+  const w = world({ cidrBlock: wide.cidr, gateway: wide.gateway, excludeIps: [] });
+  const t = await fx.freshTable({ clock: w.clock });
+  w.deps.ipam = t.ipam;
+  return { w, t };
+}
+
+/** The home the add wrote with the finalizer, if any. */
+function homeWritten(w: ReturnType<typeof world>, name: string): string | null | undefined {
+  const first = w.cluster.writes.find(
+    (x) => x.method === 'updateEip' && x.name === name && (x.body as { finalizers?: unknown }).finalizers,
+  );
+  return (first?.body as { annotations?: Record<string, string | null> } | undefined)?.annotations?.[
+    IPAM_HOME_ANNOTATION
+  ];
+}
+
+const inBlock = (address: string, start: string) => {
+  const a = parseAddress(address)!.value;
+  const s = parseAddress(start)!.value;
+  return a >= s && a < s + 64n;
+};
+
+describe('home hints', () => {
+  it('name an aligned block of a multi-block pool; anything else is not recognised', () => {
+    const g = geometryOf(wide);
+    expect(blockRange(g)).toEqual({
+      first: parseAddress('172.20.0.0')!.value,
+      last: parseAddress('172.20.255.192')!.value,
+    });
+    expect(homeOfHint(g, '172.20.37.64')).toBe(parseAddress('172.20.37.64')!.value);
+    for (const bad of ['172.20.37.65', '172.21.0.0', 'fd00::', 'garbage', '', '172.20.37.64 ', undefined])
+      expect(homeOfHint(g, bad), String(bad)).toBeUndefined();
+    // A pool read whole has one block, everybody's: no hint applies.
+    const small = geometryOf({ ...wide, cidr: '10.0.0.0/24', gateway: '10.0.0.1' });
+    expect(blockRange(small)).toBeUndefined();
+    expect(homeOfHint(small, '10.0.0.0')).toBeUndefined();
+  });
+});
+
+describe('first attempts at a suggested home (the allocator alone)', () => {
+  it('cost one request each once the allocator has read its block, and move on when it is full', async () => {
+    const t = await fx.freshTable();
+    const ipam = t.ipam;
+    const homes = new Set<string>();
+    const requests: number[] = [];
+    const got: { address: string; home: string }[] = [];
+    for (let i = 0; i < 100; i++) {
+      const home = ipam.suggestHome(wide)!;
+      homes.add(home);
+      const before = t.client.total();
+      const a = await ipam.claimAny(wide, { uid: `n${i}`, name: `n${i}` }, undefined, {
+        firstAttempt: true,
+        home,
+      });
+      requests.push(t.client.total() - before);
+      got.push({ address: a.address, home });
+      expect(inBlock(a.address, home), `${a.address} in ${home}`).toBe(true);
+    }
+    // The first claim in a block reads it (2 requests), the rest of the block is claimed from memory (1 each).
+    expect(requests.filter((r) => r === 1).length).toBeGreaterThanOrEqual(95);
+    expect(Math.max(...requests)).toBeLessThanOrEqual(2);
+    // At most 64 addresses per block: a second block once the first is full, no third.
+    expect(homes.size).toBe(2);
+    // A retry of any of them (not a first attempt) finds the claim at the same home.
+    for (const i of [0, 61, 62, 99]) {
+      const again = await t.another().claimAny(wide, { uid: `n${i}`, name: `n${i}` }, undefined, {
+        home: got[i]!.home,
+      });
+      expect(again.address).toBe(got[i]!.address);
+    }
+  });
+});
+
+describe('the add records where its claim goes', () => {
+  it('writes the home with the finalizer, claims inside it, and removes it when spec.v4ip is set', async () => {
+    const { w } = await wideWorld();
+    const ips: string[] = [];
+    for (const name of ['h1', 'h2', 'h3']) {
+      w.eip(name);
+      const out = await w.run('add', name, 'added');
+      expect(out).toMatchObject({ status: 'applied' });
+      const home = homeWritten(w, name);
+      expect(home, name).toMatch(/^172\.20\.\d+\.(0|64|128|192)$/);
+      const eip = w.cluster.eips.get(name)!;
+      expect(inBlock(eip.status!.ip!, home!), `${eip.status!.ip} in ${home}`).toBe(true);
+      expect(eip.metadata.annotations?.[IPAM_HOME_ANNOTATION]).toBeUndefined();
+      ips.push(eip.status!.ip!);
+    }
+    // One allocator keeps filling the block it has read: the second and third add went to the same home.
+    expect(new Set(['h1', 'h2', 'h3'].map((n) => homeWritten(w, n))).size).toBe(1);
+    expect(new Set(ips).size).toBe(3);
+  });
+
+  it('a retry after a failed first attempt reads the home back and gets the same address, with one allocation', async () => {
+    const { w, t } = await wideWorld();
+    w.eip('retry');
+    w.gateway.failNext(1, { op: 'eip-add', stderr: 'arping: DAD found a duplicate' });
+    await expect(w.run('add', 'retry', 'added')).rejects.toMatchObject({ code: 'GatewayCommandFailed' });
+    const mid = w.cluster.eips.get('retry')!;
+    const home = mid.metadata.annotations?.[IPAM_HOME_ANNOTATION];
+    expect(home).toBeDefined();
+    const [first] = await t.ipam.findByOwner(mid.metadata.uid);
+    expect(inBlock(first!.address, home!)).toBe(true);
+    // Another container (nothing in memory) retries: not a first attempt, it reads the recorded home.
+    w.deps.ipam = t.another();
+    w.clock.advance(121_000);
+    expect(await w.run('add', 'retry', 'added')).toMatchObject({ status: 'applied', ip: first!.address });
+    expect((await t.ipam.findByOwner(mid.metadata.uid)).map((a) => a.address)).toEqual([first!.address]);
+  });
+
+  it('a home edited by hand between attempts: the retry still meets its claim (the owner index as a last resort)', async () => {
+    const { w, t } = await wideWorld();
+    w.eip('edited');
+    w.gateway.failNext(1, { op: 'eip-add' });
+    await expect(w.run('add', 'edited', 'added')).rejects.toMatchObject({ code: 'GatewayCommandFailed' });
+    const mid = w.cluster.eips.get('edited')!;
+    const [first] = await t.ipam.findByOwner(mid.metadata.uid);
+    for (const scribble of ['172.20.0.65', '172.20.255.0']) {
+      // Unrecognised (unaligned), then another valid block: neither holds the claim.
+      mid.metadata.annotations = { [IPAM_HOME_ANNOTATION]: scribble };
+      w.deps.ipam = t.another();
+      w.gateway.failNext(1, { op: 'eip-add' });
+      w.clock.advance(121_000);
+      await expect(w.run('add', 'edited', 'added')).rejects.toMatchObject({ code: 'GatewayCommandFailed' });
+      expect((await t.ipam.findByOwner(mid.metadata.uid)).map((a) => a.address)).toEqual([first!.address]);
+    }
+    w.clock.advance(121_000);
+    expect(await w.run('add', 'edited', 'added')).toMatchObject({ status: 'applied', ip: first!.address });
+  });
+});
