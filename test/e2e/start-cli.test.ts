@@ -119,36 +119,24 @@ describe.skipIf(skip)('npm start', () => {
     );
     expect(JSON.parse(invoke.stdout)).toEqual({ status: 'unchanged', eip: 'demo-eip' });
 
-    const gc = await run(
-      process.execPath,
-      [tsx, join(root, 'scripts/gc.ts'), '--dry-run', '--stack', join(dir, 'stack.json')],
-      {
-        cwd: root,
-        env: { ...process.env, LOG_LEVEL: 'error' },
-      },
-    );
+    const gc = async (...flags: string[]) =>
+      JSON.parse(
+        (
+          await run(
+            process.execPath,
+            [tsx, join(root, 'scripts/gc.ts'), ...flags, '--stack', join(dir, 'stack.json')],
+            {
+              cwd: root,
+              env: { ...process.env, LOG_LEVEL: 'error' },
+            },
+          )
+        ).stdout,
+      );
     // demo-eip is held and alive; the gateway pod's own address is reserved by a collection, which a dry run only
     // reports (ADR 0042).
-    expect(JSON.parse(gc.stdout)).toMatchObject({
-      scanned: 1,
-      orphans: [],
-      released: [],
-      gatewayPods: [{ status: 'reserved' }],
-    });
-    const collected = await run(
-      process.execPath,
-      [tsx, join(root, 'scripts/gc.ts'), '--stack', join(dir, 'stack.json')],
-      {
-        cwd: root,
-        env: { ...process.env, LOG_LEVEL: 'error' },
-      },
-    );
-    expect(JSON.parse(collected.stdout)).toMatchObject({
-      scanned: 2,
-      orphans: [],
-      released: [],
-      gatewayPods: [{ status: 'reserved' }],
-    });
+    const noOrphans = { orphans: [], released: [], gatewayPods: [{ status: 'reserved' }] };
+    expect(await gc('--dry-run')).toMatchObject({ scanned: 1, ...noOrphans });
+    expect(await gc()).toMatchObject({ scanned: 2, ...noOrphans });
 
     s.child.kill('SIGINT');
     expect(await s.exited).toBe(0);
