@@ -68,6 +68,9 @@ import type { Store } from './store.js';
 
 type Item = Record<string, AttributeValue>;
 
+/** How far back a block read looks at claim times to tell how busy others are there (ADR 0043). */
+const RATE_WINDOW_MS = 10_000;
+
 /** First attempts in a block that read it first after a claim from memory lost a race there (ADR 0043). */
 const WARY_CLAIMS = 4;
 
@@ -154,6 +157,8 @@ interface BlockView {
   released: bigint[];
   /** Share of the block's eligible addresses that have an item (held or released). */
   used: number;
+  /** Claims per millisecond others made in the block over the last RATE_WINDOW_MS (their claimedAt). */
+  othersRate: number;
 }
 
 /** What this allocator last read of one home block, less what it has since claimed or lost a race for. */
@@ -161,12 +166,18 @@ interface RememberedBlock {
   neverUsed: bigint[];
   released: bigint[];
   loadedAt: number;
+  /** BlockView.othersRate at the read: how fast what is remembered goes stale. */
+  othersRate: number;
+  /** Reads of this block by this allocator so far. */
+  reads: number;
 }
 
 export class DynamoIpam implements Ipam {
   private readonly cursors = new Map<string, NeverUsedCursor>();
   /** Home block (pool key, fingerprint, start) → what the last read of it left free (ADR 0043). */
   private readonly blocks = new Map<string, RememberedBlock>();
+  /** Owners this allocator claimed for lately: their claims are not others' activity (BlockView.othersRate). */
+  private readonly claimedHere = new Set<string>();
   /** Home block → first attempts left that read the block before claiming, after a race lost from memory. */
   private readonly wary = new Map<string, number>();
   /** Per pool (key, fingerprint): the block this allocator proposes as new owners' home while it has room. */
@@ -319,6 +330,8 @@ export class DynamoIpam implements Ipam {
       throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
     }
     if (stats.source === 'existing') return result;
+    this.claimedHere.add(owner.uid);
+    if (this.claimedHere.size > 1024) this.claimedHere.delete(this.claimedHere.values().next().value!);
     this.metrics?.count('IpamAllocations', 1, { subnet: pool.subnet, source: stats.source });
     this.metrics?.count('IpamAllocationRetries', stats.conflicts, { subnet: pool.subnet });
     this.log?.debug('address allocated', {
@@ -375,7 +388,7 @@ export class DynamoIpam implements Ipam {
     const known = this.blocks.get(id);
     const wary = this.wary.get(id) ?? 0;
     if (wary > 0) this.wary.set(id, wary - 1);
-    else if (known && this.clock.now() - known.loadedAt <= this.tuning.blockCacheMs) {
+    else if (known && this.fresh(known, suggested)) {
       stats.path = 'memory';
       // Never-used first, then the oldest released ones, at random among them so that allocators remembering the
       // same block spread out. A lost race means others are busy in this block and what is remembered is going
@@ -519,6 +532,23 @@ export class DynamoIpam implements Ipam {
     return undefined;
   }
 
+  /**
+   * Whether what is remembered of a block is still worth claiming from: younger than `blockCacheMs`, and the claims
+   * others were making there when it was read (their rate, times its age) have likely taken under a tenth of what
+   * it lists as free. A block everybody shares (not one this allocator chose, `suggested`) must also have been read
+   * twice: allocators that start together see no one else's claims in their first read. A block shared with busy
+   * allocators is read before every claim instead.
+   */
+  private fresh(known: RememberedBlock, suggested: boolean): boolean {
+    const age = this.clock.now() - known.loadedAt;
+    const free = known.neverUsed.length + known.released.length;
+    return (
+      (suggested || known.reads >= 2) &&
+      age <= this.tuning.blockCacheMs &&
+      known.othersRate * age <= 0.1 * free
+    );
+  }
+
   /** Drops an address from what this allocator remembers of a block: it has just been claimed or raced for. */
   private forget(id: string, value: bigint): void {
     const known = this.blocks.get(id);
@@ -645,8 +675,17 @@ export class DynamoIpam implements Ipam {
 
   /** One consistent Query of the owner's home block: its address items and the pointer items kept there. */
   private async readBlock(g: PoolGeometry, home: HomeBlock, uid: string): Promise<BlockView> {
-    const view: BlockView = { mine: [], pointer: undefined, neverUsed: [], released: [], used: 0 };
+    const view: BlockView = {
+      mine: [],
+      pointer: undefined,
+      neverUsed: [],
+      released: [],
+      used: 0,
+      othersRate: 0,
+    };
     const seen = new Set<bigint>();
+    const since = this.clock.now() - RATE_WINDOW_MS;
+    let othersRecent = 0;
     const released: { value: bigint; at: number }[] = [];
     const ptr = pointerSk(g, home, uid);
     for await (const it of this.store.queryItems({
@@ -658,8 +697,8 @@ export class DynamoIpam implements Ipam {
         ':b': { S: `${addressSk(g.pool.family, home.end)}~` },
       },
       // Only what the choice needs: the owner's own item, when there is one, is read whole afterwards.
-      ProjectionExpression: 'sk, #ownerUid, #releasedAt, #ptrSk',
-      ExpressionAttributeNames: names('ownerUid', 'releasedAt', 'ptrSk'),
+      ProjectionExpression: 'sk, #ownerUid, #releasedAt, #ptrSk, #claimedAt',
+      ExpressionAttributeNames: names('ownerUid', 'releasedAt', 'ptrSk', 'claimedAt'),
       ConsistentRead: true,
     })) {
       const sk = it.sk?.S ?? '';
@@ -670,6 +709,8 @@ export class DynamoIpam implements Ipam {
       const v = valueOfSk(sk);
       if (v === undefined) continue; // another owner's pointer
       if (it.ownerUid?.S === uid) view.mine.push(it);
+      const owner = it.ownerUid?.S;
+      if (owner && Number(it.claimedAt?.N ?? '0') >= since && !this.claimedHere.has(owner)) othersRecent++;
       if (g.slotOf(v) === undefined) continue; // no longer eligible (excludeIps changed): not a candidate
       seen.add(v);
       if (!it.ownerUid?.S) released.push({ value: v, at: Number(it.releasedAt?.N ?? '0') });
@@ -677,6 +718,7 @@ export class DynamoIpam implements Ipam {
     for (const v of home.eligible) if (!seen.has(v)) view.neverUsed.push(v);
     view.released = released.sort((a, b) => a.at - b.at).map((r) => r.value);
     view.used = home.eligible.length === 0 ? 1 : seen.size / home.eligible.length;
+    view.othersRate = othersRecent / RATE_WINDOW_MS;
     if (home.eligible.length > 0) this.observeFill(g, view.used);
     this.remember(blockId(g, home), view);
     return view;
@@ -685,11 +727,14 @@ export class DynamoIpam implements Ipam {
   /** Keeps what a block read left free for this allocator's next first attempts there (ADR 0043). */
   private remember(id: string, view: BlockView): void {
     if (this.tuning.blockCacheMs <= 0) return;
+    const reads = (this.blocks.get(id)?.reads ?? 0) + 1;
     this.blocks.delete(id); // re-inserted last: the map's order is the eviction order
     this.blocks.set(id, {
+      reads,
       neverUsed: [...view.neverUsed],
       released: [...view.released],
       loadedAt: this.clock.now(),
+      othersRate: view.othersRate,
     });
     if (this.blocks.size > 256) this.blocks.delete(this.blocks.keys().next().value!);
   }
