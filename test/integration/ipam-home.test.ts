@@ -95,6 +95,43 @@ describe('first attempts at a suggested home (the allocator alone)', () => {
   });
 });
 
+describe('a pool filled block by block (what suggested homes leave behind)', () => {
+  it('a new allocator meeting a full block moves to where the cursor found room, and claims there from memory', async () => {
+    const t = await fx.freshTable();
+    const pool: Pool = {
+      subnet: 'blocks',
+      family: 4,
+      cidr: '10.30.0.0/23',
+      gateway: '10.30.0.1',
+      exclude: [],
+    };
+    const claim = async (ipam: typeof t.ipam, uid: string) => {
+      const home = ipam.suggestHome(pool);
+      return ipam.claimAny(pool, { uid, name: uid }, undefined, { firstAttempt: true, home });
+    };
+    // One allocator fills 384 of the 509 addresses: whole blocks, one after the other.
+    const taken = new Set<string>();
+    for (let i = 0; i < 384; i++) taken.add((await claim(t.ipam, `fill-${i}`)).address);
+    expect(taken.size).toBe(384);
+    // Another container: its first suggestion is likely a full block (pointer path), after which it follows the
+    // cursor to the empty blocks and claims from memory.
+    const later = t.another();
+    const before = t.client.total();
+    const paths: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      const a = await claim(later, `late-${i}`);
+      expect(taken.has(a.address), a.address).toBe(false);
+      taken.add(a.address);
+      paths.push(later.lastClaim!.path);
+    }
+    // A pointer claim (the cursor's reads in a new container) and a block read per block reached; the rest from
+    // memory, one request each.
+    expect(paths.filter((p) => p === 'pointer').length).toBeLessThanOrEqual(3);
+    expect(paths.filter((p) => p === 'memory').length).toBeGreaterThanOrEqual(90);
+    expect(t.client.total() - before).toBeLessThan(100 * 2);
+  });
+});
+
 describe('the add records where its claim goes', () => {
   it('writes the home with the finalizer, claims inside it, and removes it when spec.v4ip is set', async () => {
     const { w } = await wideWorld();

@@ -330,6 +330,13 @@ export class DynamoIpam implements Ipam {
       throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
     }
     if (stats.source === 'existing') return result;
+    // The home block was full and the pool-wide cursor found room elsewhere: propose that block from now on, so
+    // that the next new owners claim there from memory instead of each meeting a full block (ADR 0043).
+    const range = blockRange(g);
+    if (stats.path === 'pointer' && stats.source === 'never-used' && range) {
+      const start = (parseAddress(result.address)!.value / BLOCK_SIZE) * BLOCK_SIZE;
+      if (start >= range.first && start <= range.last) this.homes.set(`${g.pk}|${g.fingerprint}`, start);
+    }
     this.claimedHere.add(owner.uid);
     if (this.claimedHere.size > 1024) this.claimedHere.delete(this.claimedHere.values().next().value!);
     this.metrics?.count('IpamAllocations', 1, { subnet: pool.subnet, source: stats.source });
