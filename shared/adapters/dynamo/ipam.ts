@@ -355,12 +355,17 @@ export class DynamoIpam implements Ipam {
   /**
    * The block this allocator is filling, as a home for new owners (ADR 0043): kept while it remembers free
    * addresses there (or has not read it yet), else another block of the pool at random, so that concurrent
-   * allocators rarely share one. Undefined for a pool read whole (one block, everybody's home).
+   * allocators rarely share one. Undefined for a pool read whole (one block, everybody's home), and while the pool
+   * looks sparse to this allocator (blind writes at the owners' own blocks are cheaper there).
    */
   suggestHome(pool: Pool): string | undefined {
     const g = geometryOf(pool);
     const range = blockRange(g);
     if (!range) return undefined;
+    // While the pool looks sparse (or nothing of it has been read yet), an owner's own block and a blind write at
+    // its first candidate is one request without any memory: no home to propose.
+    const estimate = this.fill.get(g.pk);
+    if (estimate === undefined || estimate < this.tuning.blindBelow) return undefined;
     const id = `${g.pk}|${g.fingerprint}`;
     const current = this.homes.get(id);
     if (current !== undefined) {
@@ -419,13 +424,14 @@ export class DynamoIpam implements Ipam {
     }
     // Blind only at the owner's own block: a suggested one is where this allocator goes on claiming, so reading it
     // once pays for the claims after it.
+    // Before this allocator has read anything of the pool it tries blind too: in a used pool that costs one failed
+    // write, once per container, and the read after it sets the estimate.
     const estimate = this.fill.get(g.pk);
     if (
       !suggested &&
       home.first !== undefined &&
       !owner.avoid.has(home.first) &&
-      estimate !== undefined &&
-      estimate < this.tuning.blindBelow
+      (estimate === undefined || estimate < this.tuning.blindBelow)
     ) {
       stats.path = 'blind';
       const got = await this.claimNeverUsedValue(g, home.first, owner, stats);
