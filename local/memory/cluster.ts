@@ -254,22 +254,8 @@ export class MemoryCluster implements Cluster {
         `iptables-eips "${name}": the object has been modified (resourceVersion ${resourceVersion} is stale)`,
       );
     if (change.spec) e.spec = { ...e.spec, ...change.spec };
-    if (change.labels) {
-      const labels = { ...(e.metadata.labels ?? {}) };
-      for (const [k, v] of Object.entries(change.labels)) {
-        if (v === null) delete labels[k];
-        else labels[k] = v;
-      }
-      e.metadata.labels = labels;
-    }
-    if (change.annotations) {
-      const annotations = { ...(e.metadata.annotations ?? {}) };
-      for (const [k, v] of Object.entries(change.annotations)) {
-        if (v === null) delete annotations[k];
-        else annotations[k] = v;
-      }
-      e.metadata.annotations = annotations;
-    }
+    if (change.labels) e.metadata.labels = mergeKeys(e.metadata.labels, change.labels);
+    if (change.annotations) e.metadata.annotations = mergeKeys(e.metadata.annotations, change.annotations);
     if (change.finalizers) {
       const adding = change.finalizers.some((f) => !(e.metadata.finalizers ?? []).includes(f));
       if (adding && e.metadata.deletionTimestamp)
@@ -309,4 +295,17 @@ export class MemoryCluster implements Cluster {
     if (!e) throw new Error(`no EIP ${name}`);
     return e;
   }
+}
+
+/** A JSON merge patch of a string map: `null` removes the key, keys not named are kept. */
+function mergeKeys(
+  current: Record<string, string> | undefined,
+  change: Record<string, string | null>,
+): Record<string, string> {
+  const out = { ...(current ?? {}) };
+  for (const [k, v] of Object.entries(change)) {
+    if (v === null) delete out[k];
+    else out[k] = v;
+  }
+  return out;
 }
