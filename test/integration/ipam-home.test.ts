@@ -189,8 +189,8 @@ describe('a pool filled block by block (what suggested homes leave behind)', () 
     const taken = new Set<string>();
     for (let i = 0; i < 384; i++) taken.add((await claim(t.ipam, `fill-${i}`)).address);
     expect(taken.size).toBe(384);
-    // Another container: its first suggestion is likely a full block (pointer path), after which it follows the
-    // cursor to the empty blocks and claims from memory.
+    // Another container: its first suggestions are likely full blocks (pointer path); after two in a row it follows
+    // the cursor to the empty blocks and claims from memory.
     const later = t.another();
     const paths: string[] = [];
     for (let i = 0; i < 100; i++) {
@@ -203,8 +203,8 @@ describe('a pool filled block by block (what suggested homes leave behind)', () 
     }
     // A pointer claim (the cursor's reads in a new container) and a block read per block reached; the rest from
     // memory, one request each.
-    expect(paths.filter((p) => p === 'pointer').length).toBeLessThanOrEqual(5);
-    expect(paths.filter((p) => p === 'memory').length).toBeGreaterThanOrEqual(85);
+    expect(paths.filter((p) => p === 'pointer').length).toBeLessThanOrEqual(6);
+    expect(paths.filter((p) => p === 'memory').length).toBeGreaterThanOrEqual(80);
   });
 });
 

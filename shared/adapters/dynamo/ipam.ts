@@ -180,6 +180,8 @@ export class DynamoIpam implements Ipam {
   private readonly claimedHere = new Set<string>();
   /** Home block → first attempts left that read the block before claiming, after a race lost from memory. */
   private readonly wary = new Map<string, number>();
+  /** Per pool (key, fingerprint): claims in a row that found their home block full (the pointer path). */
+  private readonly fullHomes = new Map<string, number>();
   /** Per pool (key, fingerprint): the block this allocator proposes as new owners' home while it has room. */
   private readonly homes = new Map<string, bigint>();
   private readonly freeCache = new Map<string, { values: bigint[]; loadedAt: number }>();
@@ -330,12 +332,17 @@ export class DynamoIpam implements Ipam {
       throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
     }
     if (stats.source === 'existing') return result;
-    // The home block was full and the pool-wide cursor found room elsewhere: propose that block from now on, so
-    // that the next new owners claim there from memory instead of each meeting a full block (ADR 0043).
+    // Home blocks found full twice in a row (a pool filled block by block) and the pool-wide cursor found room
+    // elsewhere: propose that block from now on, so that the next new owners claim there from memory instead of
+    // each meeting a full block (ADR 0043). Once only is usually a race lost in a busy block: a random block then.
+    const poolId = `${g.pk}|${g.fingerprint}`;
+    const fullInARow = stats.path === 'pointer' ? (this.fullHomes.get(poolId) ?? 0) + 1 : 0;
+    this.fullHomes.set(poolId, fullInARow);
+    if (this.fullHomes.size > 256) this.fullHomes.delete(this.fullHomes.keys().next().value!);
     const range = blockRange(g);
-    if (stats.path === 'pointer' && stats.source === 'never-used' && range) {
+    if (fullInARow >= 2 && stats.source === 'never-used' && range) {
       const start = (parseAddress(result.address)!.value / BLOCK_SIZE) * BLOCK_SIZE;
-      if (start >= range.first && start <= range.last) this.homes.set(`${g.pk}|${g.fingerprint}`, start);
+      if (start >= range.first && start <= range.last) this.homes.set(poolId, start);
     }
     this.claimedHere.add(owner.uid);
     if (this.claimedHere.size > 1024) this.claimedHere.delete(this.claimedHere.values().next().value!);
@@ -370,7 +377,8 @@ export class DynamoIpam implements Ipam {
     const current = this.homes.get(id);
     if (current !== undefined) {
       const known = this.blocks.get(`${id}|${current}`);
-      if (!known || known.neverUsed.length + known.released.length > 0)
+      // Moved on from with one address left: racing others for a block's last address ends behind a pointer.
+      if (!known || known.neverUsed.length + known.released.length > 1)
         return formatAddress(g.pool.family, current);
     }
     const count = (range.last - range.first) / BLOCK_SIZE + 1n;
@@ -436,7 +444,9 @@ export class DynamoIpam implements Ipam {
       stats.path = 'blind';
       const got = await this.claimNeverUsedValue(g, home.first, owner, stats);
       if (got) {
-        this.observeFill(g, 0);
+        // Evidence of a sparse pool only once a read has said how used it is: one lucky write in a used pool must
+        // not make the allocator think it sparse.
+        if (estimate !== undefined) this.observeFill(g, 0);
         return got;
       }
     }
