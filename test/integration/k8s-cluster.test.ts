@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
 import { createK8sCluster, kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
 import { KubeHttpError } from '../../shared/adapters/k8s/rest.js';
+import { IPAM_HOME_ANNOTATION } from '../../shared/domain/addressing.js';
 import {
   ClusterUnavailableError,
   ConflictError,
@@ -291,6 +292,24 @@ describe('updateEip', () => {
     expect((await read('u-labels')).metadata.labels).toEqual({ keep: 'me', [Label.natGwName]: 'gw1' });
     const sent = JSON.parse(String(lastRequest('PATCH', '/iptables-eips/u-labels')?.body));
     expect(sent.metadata.labels).toEqual({ [Label.qos]: null, [Label.natGwName]: 'gw1' });
+  });
+
+  it('sets and removes annotations the same way (the ipam-home record of ADR 0043), with the finalizer in one write', async () => {
+    await eip('u-notes', { natGwDp: 'gw1' }, { annotations: { keep: 'me' } });
+    const got = (await cluster.getEip('u-notes'))!;
+    const set = await cluster.updateEip('u-notes', got.metadata.resourceVersion, {
+      finalizers: [FINALIZER],
+      annotations: { [IPAM_HOME_ANNOTATION]: '10.40.1.64' },
+    });
+    expect(set?.metadata.annotations).toEqual({ keep: 'me', [IPAM_HOME_ANNOTATION]: '10.40.1.64' });
+    expect(set?.metadata.finalizers).toEqual([FINALIZER]);
+    await cluster.updateEip('u-notes', set!.metadata.resourceVersion, {
+      spec: { v4ip: '10.40.1.70' },
+      annotations: { [IPAM_HOME_ANNOTATION]: null },
+    });
+    const after = await read('u-notes');
+    expect(after.metadata.annotations).toEqual({ keep: 'me' });
+    expect(after.spec.v4ip).toBe('10.40.1.70');
   });
 
   it('throws ConflictError when the object changed after it was read (the API server refuses the stale resourceVersion)', async () => {
