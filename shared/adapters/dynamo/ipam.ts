@@ -431,23 +431,26 @@ export class DynamoIpam implements Ipam {
       if (this.wary.size > 256) this.wary.delete(this.wary.keys().next().value!);
     }
     // Blind only at the owner's own block: a suggested one is where this allocator goes on claiming, so reading it
-    // once pays for the claims after it.
-    // Before this allocator has read anything of the pool it tries blind too: in a used pool that costs one failed
-    // write, once per container, and the read after it sets the estimate.
+    // once pays for the claims after it. Before this allocator has read anything of the pool it tries blind too: in
+    // a used pool that costs one failed write, once per container, and the read after it sets the estimate. In a
+    // pool known to be sparse, a first candidate already taken (another owner's hashed to it) is followed by one
+    // more blind write at another address of the block rather than a read: the block is the owner's own, so a retry
+    // still finds the claim there.
     const estimate = this.fill.get(g.pk);
-    if (
-      !suggested &&
-      home.first !== undefined &&
-      !owner.avoid.has(home.first) &&
-      (estimate === undefined || estimate < this.tuning.blindBelow)
-    ) {
-      stats.path = 'blind';
-      const got = await this.claimNeverUsedValue(g, home.first, owner, stats);
-      if (got) {
-        // Evidence of a sparse pool only once a read has said how used it is: one lucky write in a used pool must
-        // not make the allocator think it sparse.
-        if (estimate !== undefined) this.observeFill(g, 0);
-        return got;
+    if (!suggested && (estimate === undefined || estimate < this.tuning.blindBelow)) {
+      const candidates = [home.first];
+      if (estimate !== undefined && home.eligible.length > 1)
+        candidates.push(home.eligible[Math.floor(Math.random() * home.eligible.length)]);
+      for (const value of new Set(candidates)) {
+        if (value === undefined || owner.avoid.has(value)) continue;
+        stats.path = 'blind';
+        const got = await this.claimNeverUsedValue(g, value, owner, stats);
+        if (got) {
+          // Evidence of a sparse pool only once a read has said how used it is: one lucky write in a used pool
+          // must not make the allocator think it sparse.
+          if (estimate !== undefined) this.observeFill(g, 0);
+          return got;
+        }
       }
     }
     return undefined;
