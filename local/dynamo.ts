@@ -4,6 +4,7 @@
  */
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
+import { DynamoDBClient, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
 
 /**
@@ -39,6 +40,19 @@ export interface LocalDynamo {
   /** http://127.0.0.1:<port>, for `new DynamoDBClient({ endpoint })` or AWS_ENDPOINT_URL_DYNAMODB. */
   endpoint: string;
   close(): Promise<void>;
+}
+
+/**
+ * A DynamoDB client for a local endpoint (dynalite, or a proxy in front of it): any credentials pass there, so
+ * placeholders keep the SDK from consulting the credential chain. `config` adds to or overrides the defaults.
+ */
+export function localDynamoClient(endpoint: string, config: DynamoDBClientConfig = {}): DynamoDBClient {
+  return new DynamoDBClient({
+    endpoint,
+    region: 'local',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    ...config,
+  });
 }
 
 export async function startLocalDynamo(

@@ -5,7 +5,7 @@
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ApiException, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
 import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { buildDeps } from '../shared/adapters/live.js';
@@ -20,7 +20,7 @@ import { type KubeOvnEipMode, startKubeOvnEipModel } from './controllers/kube-ov
 import { MetricRecorder } from './dashboard/recorder.js';
 import { type Dashboard, type DriftCheck, OutcomeLog, startDashboard } from './dashboard/server.js';
 import { demoObjects } from './demo.js';
-import { startLocalDynamo } from './dynamo.js';
+import { localDynamoClient, startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
 import { ensureTable } from './table.js';
@@ -106,11 +106,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     if (dataDir) await mkdir(dataDir, { recursive: true });
     const dynamo = await startLocalDynamo({ ...(dataDir && { dataDir: join(dataDir, 'dynamodb') }) });
     stops.push(() => dynamo.close());
-    const client = new DynamoDBClient({
-      endpoint: dynamo.endpoint,
-      region: 'local',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    });
+    const client = localDynamoClient(dynamo.endpoint);
     stops.push(async () => client.destroy());
     await ensureTable(client, TABLE_NAME);
     say(

@@ -1,5 +1,6 @@
 /** A DynamoDBClient that counts the requests it really sends (reads and writes), by operation. */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { localDynamoClient } from '../../local/dynamo.js';
 
 const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
 
@@ -24,11 +25,7 @@ export function countingClient(
   counter = new RequestCounter(),
   latencyMs = 0,
 ): { client: DynamoDBClient; counter: RequestCounter } {
-  const client = new DynamoDBClient({
-    endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  const client = localDynamoClient(endpoint);
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const op = String(context.commandName ?? '').replace(/Command$/, '');

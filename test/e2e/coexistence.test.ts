@@ -15,7 +15,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   CoreV1Api,
   CustomObjectsApi,
@@ -28,7 +27,7 @@ import { describe, expect, it } from 'vitest';
 import { startStandIns } from '../../local/controllers/index.js';
 import { startKubeOvnEipModel } from '../../local/controllers/kube-ovn-eip.js';
 import { demoObjects } from '../../local/demo.js';
-import { startLocalDynamo } from '../../local/dynamo.js';
+import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
 import { ensureTable } from '../../local/table.js';
@@ -81,11 +80,7 @@ async function lab(name: string): Promise<Lab> {
   stops.push(async () => rmSync(dir, { recursive: true, force: true }));
   const dynamo = await startLocalDynamo();
   stops.push(() => dynamo.close());
-  const client = new DynamoDBClient({
-    endpoint: dynamo.endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  const client = localDynamoClient(dynamo.endpoint);
   stops.push(async () => client.destroy());
   const table = `coexistence-${name}`;
   await ensureTable(client, table);

@@ -8,9 +8,10 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeleteItemCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localDynamoClient } from '../../local/dynamo.js';
 import { kubectl } from '../../local/kube-api/testing.js';
 import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
@@ -77,11 +78,7 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);
     custom = kc.makeApiClient(CustomObjectsApi);
-    client = new DynamoDBClient({
-      endpoint: stack.dynamodbEndpoint,
-      region: 'local',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    });
+    client = localDynamoClient(stack.dynamodbEndpoint);
     ip = await eventuallyValue(async () => {
       const e = await demo().catch(() => undefined);
       return e?.status?.ready ? e.status.ip : undefined;

@@ -3,9 +3,9 @@
  * clean-up happens where the address really is, bad values are refused before anything is held, and blocked EIPs
  * recover by themselves. One test per case of issue 12 (docs/kube-ovn-differences.md lists what stays different).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localDynamoClient } from '../../local/dynamo.js';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
 import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
@@ -100,11 +100,7 @@ async function net1ByExec(gw: string): Promise<string> {
 }
 
 async function withIpam<T>(fn: (ipam: Ipam) => Promise<T>): Promise<T> {
-  const client = new DynamoDBClient({
-    endpoint: stack.dynamodbEndpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  const client = localDynamoClient(stack.dynamodbEndpoint);
   try {
     return await fn(createDynamoIpam({ client, tableName: stack.tableName }));
   } finally {

@@ -2,9 +2,9 @@
  * End to end on the local stack: kubectl and client-node as users, the bridge routing, the handlers on the real
  * adapters (DynamoDB IPAM in dynalite, pods/exec into the simulated gateway).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localDynamoClient } from '../../local/dynamo.js';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
 import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
@@ -75,11 +75,7 @@ async function apply(yaml: string): Promise<void> {
 }
 
 async function ipamHolds(uid: string): Promise<string[]> {
-  const client = new DynamoDBClient({
-    endpoint: stack.dynamodbEndpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  const client = localDynamoClient(stack.dynamodbEndpoint);
   try {
     return (await createDynamoIpam({ client, tableName: stack.tableName }).findByOwner(uid)).map(
       (a) => a.address,

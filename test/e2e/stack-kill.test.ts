@@ -13,9 +13,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { localDynamoClient } from '../../local/dynamo.js';
 
 const LONG = process.env.EIP_LONG === '1';
 const CREATES = LONG ? 80 : 20;
@@ -102,11 +103,7 @@ async function tableItems(
   endpoint: string,
   table: string,
 ): Promise<Record<string, { S?: string; N?: string }>[]> {
-  const client = new DynamoDBClient({
-    endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  const client = localDynamoClient(endpoint);
   try {
     const items: Record<string, { S?: string; N?: string }>[] = [];
     let start: Record<string, never> | undefined;

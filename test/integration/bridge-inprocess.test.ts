@@ -9,12 +9,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CustomObjectsApi, Exec, type KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
-import { startLocalDynamo } from '../../local/dynamo.js';
+import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
 import { ensureTable } from '../../local/table.js';
@@ -45,11 +44,7 @@ describe('bridge with the in-process sink and the real handlers', () => {
   beforeAll(async () => {
     const dynamo = await startLocalDynamo();
     stops.push(() => dynamo.close());
-    const client = new DynamoDBClient({
-      endpoint: dynamo.endpoint,
-      region: 'local',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    });
+    const client = localDynamoClient(dynamo.endpoint);
     stops.push(async () => client.destroy());
     await ensureTable(client, TABLE);
     api = await startKubeApi({ restartDelayMs: 100 });

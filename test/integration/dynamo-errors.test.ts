@@ -5,8 +5,8 @@
  */
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localDynamoClient } from '../../local/dynamo.js';
 import {
   createDynamoIpam,
   createDynamoLeases,
@@ -77,13 +77,7 @@ const serverError = { status: 500, type: 'InternalServerError', message: 'Intern
 
 async function setup() {
   const { tableName } = await fx.freshTable();
-  const client = new DynamoDBClient({
-    endpoint: proxyUrl,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    maxAttempts: DYNAMO_MAX_ATTEMPTS,
-    retryMode: 'standard',
-  });
+  const client = localDynamoClient(proxyUrl, { maxAttempts: DYNAMO_MAX_ATTEMPTS, retryMode: 'standard' });
   const metrics = new TallyMetrics();
   pending.length = 0;
   answered = 0;
@@ -123,12 +117,7 @@ describe('DynamoDB errors at the adapter', () => {
   });
 
   it('does not retry a deployment fault (missing table) and keeps the SDK error as the cause', async () => {
-    const client = new DynamoDBClient({
-      endpoint: proxyUrl,
-      region: 'local',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      maxAttempts: 1,
-    });
+    const client = localDynamoClient(proxyUrl, { maxAttempts: 1 });
     pending.length = 0;
     forwarded = 0;
     const ipam = createDynamoIpam({ client, tableName: 'no-such-table' });

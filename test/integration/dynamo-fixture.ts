@@ -2,8 +2,8 @@
  * One in-process dynalite per test file, a fresh table per test (ensureTable from infra/dynamodb-table.yml),
  * and a request counter on the client (a middleware: the real requests, as the SDK sends them).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { startLocalDynamo } from '../../local/dynamo.js';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { ensureTable } from '../../local/table.js';
 import { createDynamoIpam, createDynamoLeases, type DynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { Clock, Leases, Metrics } from '../../shared/ports.js';
@@ -30,12 +30,7 @@ export async function startDynamoFixture(): Promise<DynamoFixture> {
   const local = await startLocalDynamo();
   const clients: DynamoDBClient[] = [];
   const client = (): CountingClient => {
-    const c = new DynamoDBClient({
-      endpoint: local.endpoint,
-      region: 'local',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-      maxAttempts: 1,
-    }) as CountingClient;
+    const c = localDynamoClient(local.endpoint, { maxAttempts: 1 }) as CountingClient;
     c.requests = new Map();
     c.total = () => [...c.requests.values()].reduce((a, b) => a + b, 0);
     c.middlewareStack.add(

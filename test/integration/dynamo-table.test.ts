@@ -5,12 +5,11 @@ import { join } from 'node:path';
 import {
   CreateTableCommand,
   DescribeTableCommand,
-  DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
 } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startLocalDynamo } from '../../local/dynamo.js';
+import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { ensureTable, loadTableDefinition } from '../../local/table.js';
 import { StoreUnavailableError } from '../../shared/domain/errors.js';
 import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
@@ -22,13 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await fx?.close();
 });
-
-const clientFor = (endpoint: string) =>
-  new DynamoDBClient({
-    endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
 
 describe('the table definition', () => {
   it('declares an on-demand table with point-in-time recovery, a lease TTL and retention on stack deletion', async () => {
@@ -83,7 +75,7 @@ describe('startLocalDynamo', () => {
     const dir = await mkdtemp(join(tmpdir(), 'eip-dynamo-'));
     try {
       const first = await startLocalDynamo({ dataDir: dir });
-      const c1 = clientFor(first.endpoint);
+      const c1 = localDynamoClient(first.endpoint);
       await ensureTable(c1, 'kept');
       await c1.send(
         new PutItemCommand({ TableName: 'kept', Item: { pk: { S: 'x' }, sk: { S: 'y' }, v: { N: '42' } } }),
@@ -93,7 +85,7 @@ describe('startLocalDynamo', () => {
       await first.close(); // closing twice is harmless
 
       const second = await startLocalDynamo({ dataDir: dir });
-      const c2 = clientFor(second.endpoint);
+      const c2 = localDynamoClient(second.endpoint);
       const got = await c2.send(
         new GetItemCommand({ TableName: 'kept', Key: { pk: { S: 'x' }, sk: { S: 'y' } } }),
       );

@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DynamoDBClient, PutItemCommand, QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startLocalDynamo } from '../../local/dynamo.js';
+import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { ensureTable } from '../../local/table.js';
 
 interface IteratorProto {
@@ -62,11 +62,7 @@ describe.each([
 
   it('closes every iterator a Query or Scan opens, also when Limit stops it early', async () => {
     const dynamo = await startLocalDynamo(onDisk ? { dataDir: dir } : {});
-    const client = new DynamoDBClient({
-      endpoint: dynamo.endpoint,
-      region: 'local',
-      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-    });
+    const client = localDynamoClient(dynamo.endpoint);
     const counts = countIterators();
     try {
       await ensureTable(client, 'iterators');

@@ -10,10 +10,10 @@
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { startLocalDynamo } from '../../local/dynamo.js';
+import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { memoryInspector } from '../../local/memory/inspect.js';
 import { ensureTable } from '../../local/table.js';
 import { createDynamoAuditStore } from '../../shared/adapters/dynamo/audit.js';
@@ -67,11 +67,7 @@ function grants(role: string): Set<string> {
 
 beforeAll(async () => {
   local = await startLocalDynamo();
-  client = new DynamoDBClient({
-    endpoint: local.endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
-  });
+  client = localDynamoClient(local.endpoint);
   await ensureTable(client, TABLE);
   client.middlewareStack.add(
     (next, context) => async (args) => {
