@@ -22,6 +22,7 @@ import { startLocalDynamo } from '../local/dynamo.js';
 import { startKubeApi } from '../local/kube-api/index.js';
 import { world } from '../local/memory/world.js';
 import { ensureTable } from '../local/table.js';
+import { FUNCTION_BUNDLE } from '../scripts/function-bundle.js';
 import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { USER_AGENT } from '../shared/adapters/k8s/rest.js';
 import { buildDeps } from '../shared/adapters/live.js';
@@ -49,18 +50,7 @@ const pct = (xs: number[], p: number): number => {
 };
 
 async function bundle(entry: string, outfile: string): Promise<void> {
-  await build({
-    entryPoints: [entry],
-    outfile,
-    bundle: true,
-    minify: true,
-    format: 'cjs',
-    platform: 'node',
-    target: 'node22',
-    mainFields: ['module', 'main'],
-    alias: { punycode: 'punycode/' },
-    logLevel: 'silent',
-  });
+  await build({ ...FUNCTION_BUNDLE, entryPoints: [entry], outfile, logLevel: 'silent' });
 }
 
 /**

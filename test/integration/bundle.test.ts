@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import { afterAll, describe, expect, it } from 'vitest';
+import { FUNCTION_BUNDLE } from '../../scripts/function-bundle.js';
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, '../..');
@@ -21,14 +22,9 @@ describe('the Lambda bundles', () => {
     async (fn) => {
       const out = join(dir, `${fn}.cjs`);
       await build({
+        ...FUNCTION_BUNDLE,
         entryPoints: [join(root, `functions/${fn}/handler.ts`)],
         outfile: out,
-        bundle: true,
-        format: 'cjs',
-        platform: 'node',
-        target: 'node22',
-        mainFields: ['module', 'main'],
-        alias: { punycode: 'punycode/' },
         logLevel: 'silent',
       });
       const script = `require(${JSON.stringify(out)}).handler({ version: 1 }, {}).then((o) => process.stdout.write(JSON.stringify(o)), (e) => { console.error(e); process.exit(3); })`;
@@ -69,15 +65,9 @@ describe('the Lambda bundles', () => {
     '%s ships the thin Kubernetes client, without client-node or a YAML parser, under 1 MB (ADR 0027)',
     async (fn) => {
       const r = await build({
+        ...FUNCTION_BUNDLE,
         entryPoints: [join(root, `functions/${fn}/handler.ts`)],
         outfile: join(dir, `${fn}-meta.cjs`),
-        bundle: true,
-        minify: true,
-        format: 'cjs',
-        platform: 'node',
-        target: 'node22',
-        mainFields: ['module', 'main'],
-        alias: { punycode: 'punycode/' },
         metafile: true,
         write: false,
         logLevel: 'silent',
