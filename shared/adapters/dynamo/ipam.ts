@@ -177,7 +177,7 @@ export class DynamoIpam implements Ipam {
   /** Home block (pool key, fingerprint, start) → what the last read of it left free (ADR 0043). */
   private readonly blocks = new Map<string, RememberedBlock>();
   /** Owners this allocator claimed for lately: their claims are not others' activity (BlockView.othersRate). */
-  private readonly claimedHere = new Set<string>();
+  private readonly claimedHere = new Map<string, true>();
   /** Home block → first attempts left that read the block before claiming, after a race lost from memory. */
   private readonly wary = new Map<string, number>();
   /** Per pool (key, fingerprint): claims in a row that found their home block full (the pointer path). */
@@ -337,15 +337,13 @@ export class DynamoIpam implements Ipam {
     // each meeting a full block (ADR 0043). Once only is usually a race lost in a busy block: a random block then.
     const poolId = `${g.pk}|${g.fingerprint}`;
     const fullInARow = stats.path === 'pointer' ? (this.fullHomes.get(poolId) ?? 0) + 1 : 0;
-    this.fullHomes.set(poolId, fullInARow);
-    if (this.fullHomes.size > 256) this.fullHomes.delete(this.fullHomes.keys().next().value!);
+    setBounded(this.fullHomes, poolId, fullInARow);
     const range = blockRange(g);
     if (fullInARow >= 2 && stats.source === 'never-used' && range) {
       const start = (parseAddress(result.address)!.value / BLOCK_SIZE) * BLOCK_SIZE;
-      if (start >= range.first && start <= range.last) this.homes.set(poolId, start);
+      if (start >= range.first && start <= range.last) setBounded(this.homes, poolId, start);
     }
-    this.claimedHere.add(owner.uid);
-    if (this.claimedHere.size > 1024) this.claimedHere.delete(this.claimedHere.values().next().value!);
+    setBounded(this.claimedHere, owner.uid, true, 1024);
     this.metrics?.count('IpamAllocations', 1, { subnet: pool.subnet, source: stats.source });
     this.metrics?.count('IpamAllocationRetries', stats.conflicts, { subnet: pool.subnet });
     this.log?.debug('address allocated', {
@@ -387,8 +385,7 @@ export class DynamoIpam implements Ipam {
       start = range.first + randomBelow(count) * BLOCK_SIZE;
       if (start !== current && homeBlock(g, '', start).eligible.length > 0) break;
     }
-    this.homes.set(id, start);
-    if (this.homes.size > 256) this.homes.delete(this.homes.keys().next().value!);
+    setBounded(this.homes, id, start);
     return formatAddress(g.pool.family, start);
   }
 
@@ -427,8 +424,7 @@ export class DynamoIpam implements Ipam {
         lost++;
       }
       this.blocks.delete(id);
-      this.wary.set(id, WARY_CLAIMS);
-      if (this.wary.size > 256) this.wary.delete(this.wary.keys().next().value!);
+      setBounded(this.wary, id, WARY_CLAIMS);
     }
     // Blind only at the owner's own block: a suggested one is where this allocator goes on claiming, so reading it
     // once pays for the claims after it. Before this allocator has read anything of the pool it tries blind too: in
@@ -753,16 +749,13 @@ export class DynamoIpam implements Ipam {
   /** Keeps what a block read left free for this allocator's next first attempts there (ADR 0043). */
   private remember(id: string, view: BlockView): void {
     if (this.tuning.blockCacheMs <= 0) return;
-    const reads = (this.blocks.get(id)?.reads ?? 0) + 1;
-    this.blocks.delete(id); // re-inserted last: the map's order is the eviction order
-    this.blocks.set(id, {
-      reads,
+    setBounded(this.blocks, id, {
+      reads: (this.blocks.get(id)?.reads ?? 0) + 1,
       neverUsed: [...view.neverUsed],
       released: [...view.released],
       loadedAt: this.clock.now(),
       othersRate: view.othersRate,
     });
-    if (this.blocks.size > 256) this.blocks.delete(this.blocks.keys().next().value!);
   }
 
   private observeFill(g: PoolGeometry, used: number): void {
@@ -1282,6 +1275,17 @@ function placementAttributes(p: Placement | undefined): Item {
 
 function assertOwner(owner: Owner): void {
   if (!owner.uid) throw new InvalidSpecError('an allocation needs an owner uid');
+}
+
+/**
+ * Sets `key` to `value` as the map's newest entry (a map's order is its eviction order here) and drops the oldest
+ * entries beyond `max`: the per-container memories of the allocator stay bounded however many pools and blocks it
+ * meets.
+ */
+function setBounded<K, V>(map: Map<K, V>, key: K, value: V, max = 256): void {
+  map.delete(key);
+  map.set(key, value);
+  while (map.size > max) map.delete(map.keys().next().value as K);
 }
 
 /** A uniformly random bigint in [0, n). */
