@@ -77,6 +77,24 @@ async function eips(co: CustomObjectsApi): Promise<Eip[]> {
   return ((await co.listClusterCustomObject(EIPS)) as { items: Eip[] }).items;
 }
 
+/** Creates an EIP on gw1 per name, `batch` at a time, as kubectl would. */
+async function createEips(co: CustomObjectsApi, names: readonly string[], batch: number): Promise<void> {
+  for (let i = 0; i < names.length; i += batch)
+    await Promise.all(
+      names.slice(i, i + batch).map((name) =>
+        co.createClusterCustomObject({
+          ...EIPS,
+          body: {
+            apiVersion: 'kubeovn.io/v1',
+            kind: 'IptablesEIP',
+            metadata: { name },
+            spec: { natGwDp: 'gw1' },
+          },
+        }),
+      ),
+    );
+}
+
 async function gatewayExec(kc: KubeConfig, argv: string[]): Promise<{ stdout: string; status: string }> {
   let out = '';
   const stdout = new PassThrough();
@@ -155,20 +173,7 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     const names = Array.from({ length: CREATES }, (_, i) => `kill-${i}`);
     const deleted = names.slice(0, DELETES);
     const kept = ['demo-eip', ...names.slice(DELETES)];
-    for (let i = 0; i < names.length; i += 10)
-      await Promise.all(
-        names.slice(i, i + 10).map((name) =>
-          co.createClusterCustomObject({
-            ...EIPS,
-            body: {
-              apiVersion: 'kubeovn.io/v1',
-              kind: 'IptablesEIP',
-              metadata: { name },
-              spec: { natGwDp: 'gw1' },
-            },
-          }),
-        ),
-      );
+    await createEips(co, names, 10);
     // Delete the first ones once they are being worked on, then kill while the rest is in flight.
     await until(
       'the first EIPs Ready',
@@ -232,22 +237,7 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     const { dynamodb, table } = await s2.ready;
     const { kc, co } = clients();
     const names = Array.from({ length: CREATES }, (_, i) => `pid1-${i}`);
-    const creating = (async () => {
-      for (let i = 0; i < names.length; i += 5)
-        await Promise.all(
-          names.slice(i, i + 5).map((name) =>
-            co.createClusterCustomObject({
-              ...EIPS,
-              body: {
-                apiVersion: 'kubeovn.io/v1',
-                kind: 'IptablesEIP',
-                metadata: { name },
-                spec: { natGwDp: 'gw1' },
-              },
-            }),
-          ),
-        );
-    })();
+    const creating = createEips(co, names, 5);
     await until(
       'some EIPs Ready',
       async () => ((await eips(co)).filter((e) => e.status?.ready).length >= 3 ? true : undefined),
