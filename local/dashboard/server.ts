@@ -188,15 +188,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     for (const name of [...external].sort()) {
       const sub = subnets.find((s) => s.metadata.name === name);
       if (!sub) {
-        subnetUse.push({
-          subnet: name,
-          family: 4,
-          cidr: '',
-          used: 0,
-          free: 0,
-          excluded: 0,
-          error: 'no such Subnet',
-        });
+        subnetUse.push(unreadable(name, 'no such Subnet'));
         continue;
       }
       try {
@@ -214,15 +206,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
           });
         }
       } catch (e) {
-        subnetUse.push({
-          subnet: name,
-          family: 4,
-          cidr: '',
-          used: 0,
-          free: 0,
-          excluded: 0,
-          error: String(e),
-        });
+        subnetUse.push(unreadable(name, String(e)));
       }
     }
     const eipRows: EipRow[] = eips
@@ -321,4 +305,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         server.close(() => ok());
       }),
   };
+}
+
+/** A subnet row the page shows with its error instead of a bar. */
+function unreadable(subnet: string, error: string): SubnetUse {
+  return { subnet, family: 4, cidr: '', used: 0, free: 0, excluded: 0, error };
 }
