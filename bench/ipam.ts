@@ -1,10 +1,13 @@
 /**
- * `npm run bench -- ipam [--quick] [--allocators=raw,ours,lock] [--subnets=24,16] [--fills=50,90]
+ * `npm run bench -- ipam [--quick] [--allocators=raw,oracle,ours,lock] [--subnets=24,16] [--fills=50,90]
  *  [--concurrency=1,8,32] [--latency=ms] [--tuning=reuseCacheMs:0,...]`
  *
  * On one in-process dynalite and one table (infra/dynamodb-table.yml), for a /24 and a /16 filled to 50 % and
  * 90 %, with 1, 8 and 32 concurrent allocators, compares:
  * - raw:  a conditional PutItem of an address-shaped item on a distinct, precomputed key: the floor;
+ * - oracle: a conditional PutItem at an address picked at random among those the bench's own bookkeeping says are
+ *   free at that moment (no read, knowledge for free): the contended floor. Its failed writes are the collisions
+ *   any uncoordinated allocator meets when that many allocators race for the same free addresses (ADR 0044);
  * - ours: the DynamoDB Ipam adapter (claimAny);
  * - lock: a subnet-lock allocator in the style of Whereabouts (bench/ipam-subnet-lock.ts), the peer baseline.
  *
@@ -39,7 +42,7 @@ import { LOCK_CURSOR_SK, SubnetLockAllocator } from './ipam-subnet-lock.js';
 import { countingClient, type RequestCounter } from './lib/counting-client.js';
 import type { Suite, SuiteResult } from './run.js';
 
-type AllocatorKind = 'raw' | 'ours' | 'lock';
+type AllocatorKind = 'raw' | 'oracle' | 'ours' | 'lock';
 
 interface RunResult {
   subnet: string;
@@ -136,7 +139,10 @@ async function run(args: readonly string[]): Promise<SuiteResult> {
     await local.close();
   }
   const goals = goalsOf(results);
-  const table = `${render(results, verification)}\n\n${goals.map((g) => `${g.met ? 'met    ' : 'NOT met'}  ${g.goal}: ${g.actual}`).join('\n')}`;
+  const contended = contendedFloor(results);
+  const table =
+    `${render(results, verification)}\n\n${goals.map((g) => `${g.met ? 'met    ' : 'NOT met'}  ${g.goal}: ${g.actual}`).join('\n')}` +
+    contended.map((c) => `\nfloor    ${c.what}: ${c.actual}`).join('');
   return {
     table,
     file: opt.latencyMs > 0 ? `ipam-latency-${opt.latencyMs}.json` : 'ipam.json',
@@ -152,6 +158,7 @@ async function run(args: readonly string[]): Promise<SuiteResult> {
       results,
       verification,
       goals,
+      contendedFloor: contended,
     },
   };
 }
@@ -161,7 +168,7 @@ function parseArgs(args: readonly string[]) {
   const nums = (k: string, d: number[]) => get(k)?.split(',').map(Number) ?? d;
   const quick = args.includes('--quick');
   return {
-    allocators: (get('allocators')?.split(',') ?? ['raw', 'ours', 'lock']) as AllocatorKind[],
+    allocators: (get('allocators')?.split(',') ?? ['raw', 'oracle', 'ours', 'lock']) as AllocatorKind[],
     subnets: nums('subnets', [24, 16]),
     fills: nums('fills', [50, 90]).map((f) => f / 100),
     concurrency: nums('concurrency', [1, 8, 32]),
@@ -223,7 +230,7 @@ async function prefill(
 ): Promise<void> {
   const count = BigInt(Math.floor(Number(g.capacity) * fill));
   let slots: bigint[] = [];
-  if (kind === 'ours') {
+  if (kind === 'ours' || kind === 'oracle') {
     const all = Array.from({ length: Number(g.capacity) }, (_, i) => BigInt(i));
     for (let i = all.length - 1; i > 0; i--) {
       const j = Math.floor(Math.random() * (i + 1));
@@ -299,7 +306,7 @@ async function measure(
       ? undefined
       : createDynamoIpam({ client: countingClient(endpoint).client, tableName: TABLE });
   const workers: Worker[] = Array.from({ length: conc }, () =>
-    makeWorker(endpoint, kind, pool, tuning, latencyMs),
+    makeWorker(endpoint, kind, pool, tuning, latencyMs, { g, held }),
   );
   const reqs: number[] = [];
   const writes: number[] = [];
@@ -390,8 +397,59 @@ function makeWorker(
   pool: Pool,
   tuning: Partial<IpamTuning>,
   latencyMs: number,
+  bookkeeping: { g: PoolGeometry; held: ReadonlyMap<string, string> },
 ): Worker & { lockWaits(): number } {
   const { client, counter } = countingClient(endpoint, undefined, latencyMs);
+  if (kind === 'oracle') {
+    const { g, held } = bookkeeping;
+    let conflicts = 0;
+    return {
+      client,
+      counter,
+      conflicts: () => conflicts,
+      lockWaits: () => 0,
+      claim: async (uid) => {
+        // Free according to the bookkeeping, which every claim that has returned is already in; what the other
+        // allocators are writing right now is unknown, as it is to any allocator that does not coordinate.
+        const lost = new Set<bigint>();
+        for (let attempt = 0; attempt < 64; attempt++) {
+          let slot: bigint | undefined;
+          for (let probe = 0; probe < 100_000 && slot === undefined; probe++) {
+            const s = BigInt(Math.floor(Math.random() * Number(g.capacity)));
+            if (!lost.has(s) && !held.has(g.addressOf(s))) slot = s;
+          }
+          if (slot === undefined) break;
+          const address = g.addressOf(slot);
+          try {
+            await client.send(
+              new PutItemCommand({
+                TableName: TABLE,
+                Item: {
+                  pk: { S: g.pk },
+                  sk: { S: g.skOf(slot) },
+                  subnet: { S: pool.subnet },
+                  family: { N: '4' },
+                  address: { S: address },
+                  ownerUid: { S: uid },
+                  ownerName: { S: uid },
+                  claimId: { S: uid },
+                  claimedAt: { N: String(Date.now()) },
+                },
+                // A released address keeps its item without an owner: free as well.
+                ConditionExpression: 'attribute_not_exists(ownerUid)',
+              }),
+            );
+            return address;
+          } catch (e) {
+            if ((e as Error).name !== 'ConditionalCheckFailedException') throw e;
+            conflicts++;
+            lost.add(slot);
+          }
+        }
+        throw new Error(`oracle: no free address found in ${pool.subnet}`);
+      },
+    };
+  }
   if (kind === 'raw') {
     return {
       client,
@@ -550,6 +608,51 @@ function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: st
   return out;
 }
 
+/**
+ * What the oracle shows (ADR 0044): the writes and the throughput of random choice among the addresses known to be
+ * free, and ours against it. Not goals: the measure of how much of the distance to raw is the race itself.
+ */
+function contendedFloor(results: RunResult[]): { what: string; actual: string }[] {
+  const of = (k: AllocatorKind, r: RunResult) =>
+    results.find(
+      (x) =>
+        x.allocator === k &&
+        x.prefix === r.prefix &&
+        x.fillTarget === r.fillTarget &&
+        x.concurrency === r.concurrency,
+    );
+  const range = (xs: number[]) =>
+    xs.length ? `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}×` : 'n/a';
+  const busy = results.filter((r) => r.allocator === 'oracle' && r.concurrency >= 8);
+  if (busy.length === 0) return [];
+  const out: { what: string; actual: string }[] = [];
+  const hot = busy.find((r) => r.prefix === 24 && r.fillTarget === 0.9 && r.concurrency === 32);
+  if (hot)
+    out.push({
+      what: 'oracle writes per allocation, /24 at 90 %, 32 allocators',
+      actual: `${hot.writes.mean.toFixed(2)} (p99 ${hot.writes.p99})`,
+    });
+  const vsRaw = busy
+    .map((r) => of('raw', r))
+    .map((raw, i) => (raw ? busy[i]!.perSecond / raw.perSecond : NaN));
+  out.push({
+    what: 'oracle throughput vs raw (8 and 32 allocators)',
+    actual: range(vsRaw.filter(Number.isFinite)),
+  });
+  for (const prefix of [24, 16]) {
+    const ours = results
+      .filter((r) => r.allocator === 'ours' && r.concurrency >= 8 && r.prefix === prefix)
+      .map((r) => {
+        const o = of('oracle', r);
+        return o ? r.perSecond / o.perSecond : NaN;
+      })
+      .filter(Number.isFinite);
+    if (ours.length)
+      out.push({ what: `ours vs oracle on the /${prefix} (8 and 32 allocators)`, actual: range(ours) });
+  }
+  return out;
+}
+
 function stats(xs: number[]): { mean: number; p99: number; max: number } {
   if (xs.length === 0) return { mean: 0, p99: 0, max: 0 };
   const s = [...xs].sort((a, b) => a - b);
@@ -586,6 +689,7 @@ function render(
     'x lock',
     'x raw',
     'x raw (cpu)',
+    'x oracle',
     'mem/blind/block/ptr',
   ];
   const rows: string[][] = [];
@@ -600,6 +704,7 @@ function render(
       );
     const lock = peer('lock');
     const raw = peer('raw');
+    const oracle = peer('oracle');
     rows.push([
       `/${r.prefix}`,
       r.allocator === 'raw'
@@ -619,6 +724,7 @@ function render(
       r.allocator === 'ours' && lock ? (r.perSecond / lock.perSecond).toFixed(1) : '',
       r.allocator === 'ours' && raw ? (r.perSecond / raw.perSecond).toFixed(2) : '',
       r.allocator === 'ours' && raw ? (raw.cpuMsPerAllocation / r.cpuMsPerAllocation).toFixed(2) : '',
+      r.allocator === 'ours' && oracle ? (r.perSecond / oracle.perSecond).toFixed(2) : '',
       r.paths ? ['memory', 'blind', 'block', 'pointer'].map((k) => String(r.paths![k] ?? 0)).join('/') : '',
     ]);
   }
