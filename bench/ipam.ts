@@ -27,6 +27,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import {
+  type AttributeValue,
   BatchWriteItemCommand,
   type DynamoDBClient,
   PutItemCommand,
@@ -244,19 +245,7 @@ async function prefill(
     const address = g.addressOf(s);
     held.set(address, uid);
     items.push({
-      PutRequest: {
-        Item: {
-          pk: { S: g.pk },
-          sk: { S: g.skOf(s) },
-          subnet: { S: g.pool.subnet },
-          family: { N: '4' },
-          address: { S: address },
-          ownerUid: { S: uid },
-          ownerName: { S: uid },
-          claimId: { S: uid },
-          claimedAt: { N: '0' },
-        },
-      },
+      PutRequest: { Item: heldItem(g.pk, g.skOf(s), g.pool.subnet, address, uid, 0) },
     });
   }
   if (kind === 'lock')
@@ -391,6 +380,28 @@ async function measure(
 
 let rawKeys = 0;
 
+/** An address item held by `uid`, in the product's item shape (the owner's name and claim id are its uid). */
+function heldItem(
+  pk: string,
+  sk: string,
+  subnet: string,
+  address: string,
+  uid: string,
+  claimedAt: number,
+): Record<string, AttributeValue> {
+  return {
+    pk: { S: pk },
+    sk: { S: sk },
+    subnet: { S: subnet },
+    family: { N: '4' },
+    address: { S: address },
+    ownerUid: { S: uid },
+    ownerName: { S: uid },
+    claimId: { S: uid },
+    claimedAt: { N: String(claimedAt) },
+  };
+}
+
 function makeWorker(
   endpoint: string,
   kind: AllocatorKind,
@@ -424,17 +435,7 @@ function makeWorker(
             await client.send(
               new PutItemCommand({
                 TableName: TABLE,
-                Item: {
-                  pk: { S: g.pk },
-                  sk: { S: g.skOf(slot) },
-                  subnet: { S: pool.subnet },
-                  family: { N: '4' },
-                  address: { S: address },
-                  ownerUid: { S: uid },
-                  ownerName: { S: uid },
-                  claimId: { S: uid },
-                  claimedAt: { N: String(Date.now()) },
-                },
+                Item: heldItem(g.pk, g.skOf(slot), pool.subnet, address, uid, Date.now()),
                 // A released address keeps its item without an owner: free as well.
                 ConditionExpression: 'attribute_not_exists(ownerUid)',
               }),
@@ -462,17 +463,14 @@ function makeWorker(
         await client.send(
           new PutItemCommand({
             TableName: TABLE,
-            Item: {
-              pk: { S: `RAW#${pool.subnet}` },
-              sk: { S: `A#${k.toString(16).padStart(8, '0')}` },
-              subnet: { S: pool.subnet },
-              family: { N: '4' },
-              address: { S: address },
-              ownerUid: { S: uid },
-              ownerName: { S: uid },
-              claimId: { S: uid },
-              claimedAt: { N: String(Date.now()) },
-            },
+            Item: heldItem(
+              `RAW#${pool.subnet}`,
+              `A#${k.toString(16).padStart(8, '0')}`,
+              pool.subnet,
+              address,
+              uid,
+              Date.now(),
+            ),
             ConditionExpression: 'attribute_not_exists(pk)',
           }),
         );
@@ -539,6 +537,17 @@ async function verify(
   return { lost, foreign };
 }
 
+/** The run of allocator `kind` on the same pool size, fill and concurrency as `r`. */
+function peerOf(results: readonly RunResult[], kind: AllocatorKind, r: RunResult): RunResult | undefined {
+  return results.find(
+    (x) =>
+      x.allocator === kind &&
+      x.prefix === r.prefix &&
+      x.fillTarget === r.fillTarget &&
+      x.concurrency === r.concurrency,
+  );
+}
+
 /** The issue's goals, checked on this run's numbers. */
 function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: string }[] {
   const out: { goal: string; met: boolean; actual: string }[] = [];
@@ -560,42 +569,28 @@ function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: st
     results
       .filter((r) => r.allocator === 'ours' && r.concurrency >= 8)
       .map((r) => {
-        const p = results.find(
-          (x) =>
-            x.allocator === k &&
-            x.prefix === r.prefix &&
-            x.fillTarget === r.fillTarget &&
-            x.concurrency === r.concurrency,
-        );
+        const p = peerOf(results, k, r);
         return p ? r.perSecond / p.perSecond : undefined;
       })
       .filter((x): x is number => x !== undefined);
-  const range = (xs: number[]) =>
-    xs.length ? `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}×` : 'n/a';
   const lock = ratios('lock');
   if (lock.length)
     out.push({
       goal: 'throughput >= 5× the subnet-lock baseline (8 and 32 allocators)',
       met: Math.min(...lock) >= 5,
-      actual: range(lock),
+      actual: ratioRange(lock),
     });
   const raw = ratios('raw');
   if (raw.length)
     out.push({
       goal: 'throughput >= 0.7× the raw PutItem floor (8 and 32 allocators)',
       met: Math.min(...raw) >= 0.7,
-      actual: range(raw),
+      actual: ratioRange(raw),
     });
   const rawCpu = results
     .filter((r) => r.allocator === 'ours' && r.concurrency >= 8)
     .map((r) => {
-      const p = results.find(
-        (x) =>
-          x.allocator === 'raw' &&
-          x.prefix === r.prefix &&
-          x.fillTarget === r.fillTarget &&
-          x.concurrency === r.concurrency,
-      );
+      const p = peerOf(results, 'raw', r);
       return p ? p.cpuMsPerAllocation / r.cpuMsPerAllocation : undefined;
     })
     .filter((x): x is number => x !== undefined);
@@ -603,7 +598,7 @@ function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: st
     out.push({
       goal: '... the same by CPU time per allocation (insensitive to other load on the machine)',
       met: Math.min(...rawCpu) >= 0.7,
-      actual: range(rawCpu),
+      actual: ratioRange(rawCpu),
     });
   return out;
 }
@@ -613,16 +608,6 @@ function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: st
  * free, and ours against it. Not goals: the measure of how much of the distance to raw is the race itself.
  */
 function contendedFloor(results: RunResult[]): { what: string; actual: string }[] {
-  const of = (k: AllocatorKind, r: RunResult) =>
-    results.find(
-      (x) =>
-        x.allocator === k &&
-        x.prefix === r.prefix &&
-        x.fillTarget === r.fillTarget &&
-        x.concurrency === r.concurrency,
-    );
-  const range = (xs: number[]) =>
-    xs.length ? `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}×` : 'n/a';
   const busy = results.filter((r) => r.allocator === 'oracle' && r.concurrency >= 8);
   if (busy.length === 0) return [];
   const out: { what: string; actual: string }[] = [];
@@ -633,24 +618,29 @@ function contendedFloor(results: RunResult[]): { what: string; actual: string }[
       actual: `${hot.writes.mean.toFixed(2)} (p99 ${hot.writes.p99})`,
     });
   const vsRaw = busy
-    .map((r) => of('raw', r))
+    .map((r) => peerOf(results, 'raw', r))
     .map((raw, i) => (raw ? busy[i]!.perSecond / raw.perSecond : NaN));
   out.push({
     what: 'oracle throughput vs raw (8 and 32 allocators)',
-    actual: range(vsRaw.filter(Number.isFinite)),
+    actual: ratioRange(vsRaw.filter(Number.isFinite)),
   });
   for (const prefix of [24, 16]) {
     const ours = results
       .filter((r) => r.allocator === 'ours' && r.concurrency >= 8 && r.prefix === prefix)
       .map((r) => {
-        const o = of('oracle', r);
+        const o = peerOf(results, 'oracle', r);
         return o ? r.perSecond / o.perSecond : NaN;
       })
       .filter(Number.isFinite);
     if (ours.length)
-      out.push({ what: `ours vs oracle on the /${prefix} (8 and 32 allocators)`, actual: range(ours) });
+      out.push({ what: `ours vs oracle on the /${prefix} (8 and 32 allocators)`, actual: ratioRange(ours) });
   }
   return out;
+}
+
+/** The smallest and largest of some ratios, as `0.52–0.63×`. */
+function ratioRange(xs: number[]): string {
+  return xs.length ? `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}×` : 'n/a';
 }
 
 function stats(xs: number[]): { mean: number; p99: number; max: number } {
@@ -694,14 +684,7 @@ function render(
   ];
   const rows: string[][] = [];
   for (const r of results) {
-    const peer = (k: AllocatorKind) =>
-      results.find(
-        (x) =>
-          x.allocator === k &&
-          x.prefix === r.prefix &&
-          x.fillTarget === r.fillTarget &&
-          x.concurrency === r.concurrency,
-      );
+    const peer = (k: AllocatorKind) => peerOf(results, k, r);
     const lock = peer('lock');
     const raw = peer('raw');
     const oracle = peer('oracle');
