@@ -151,8 +151,8 @@ function render(rows: CostRow[], opt: ReturnType<typeof parse>, r: E2eResult): s
 export const suite: Suite = {
   description:
     'DynamoDB units, Lambda invocations and GB-s, EventBridge events, API requests per million EIP operations',
+  usage: USAGE,
   async run(args) {
-    if (args.includes('--help')) return { table: USAGE, json: undefined };
     const opt = parse(args);
     const r = await runE2e({
       n: opt.n,

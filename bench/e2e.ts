@@ -453,8 +453,8 @@ export function goalsOf(r: E2eResult): { goal: string; met: boolean; actual: str
 export const suite: Suite = {
   description:
     'N EIPs created and deleted at once on the local stack: time to Ready, requests per add, duplicates',
+  usage: USAGE,
   async run(args) {
-    if (args.includes('--help')) return { table: USAGE, json: undefined };
     const options = parseArgs(args);
     const result = await runE2e(options);
     return {

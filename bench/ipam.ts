@@ -39,6 +39,7 @@ import { ensureTable } from '../local/table.js';
 import { createDynamoIpam, type DynamoIpam, type IpamTuning } from '../shared/adapters/dynamo/index.js';
 import { geometryOf, type PoolGeometry } from '../shared/adapters/dynamo/layout.js';
 import type { Pool } from '../shared/ports.js';
+import { UsageError } from './e2e.js';
 import { LOCK_CURSOR_SK, SubnetLockAllocator } from './ipam-subnet-lock.js';
 import { countingClient, type RequestCounter } from './lib/counting-client.js';
 import type { Suite, SuiteResult } from './run.js';
@@ -75,7 +76,10 @@ interface RunResult {
 const TABLE = 'eip-lambdas-bench-ipam';
 
 export const suite: Suite = {
-  description: 'IPAM allocator vs raw conditional PutItem and a subnet-lock baseline (dynalite, in-process)',
+  description:
+    'IPAM allocator vs a raw conditional PutItem, the oracle (the contended floor) and a subnet-lock baseline (dynalite, in-process)',
+  usage:
+    'usage: npm run bench -- ipam [--quick] [--latency=ms] [--allocators=raw,oracle,ours,lock] [--subnets=24,16] [--fills=50,90] [--concurrency=1,8,32] [--n24=N] [--n16=N] [--tuning=name:value,...]',
   run,
 };
 
@@ -166,20 +170,32 @@ async function run(args: readonly string[]): Promise<SuiteResult> {
 
 function parseArgs(args: readonly string[]) {
   const get = (k: string) => args.find((a) => a.startsWith(`--${k}=`))?.split('=')[1];
-  const nums = (k: string, d: number[]) => get(k)?.split(',').map(Number) ?? d;
+  const nums = (k: string, d: number[], ok: (x: number) => boolean, what: string): number[] => {
+    const xs = get(k)?.split(',').map(Number) ?? d;
+    if (xs.length === 0 || !xs.every(ok))
+      throw new UsageError(`--${k} must be ${what}, got "${get(k)}"\n${suite.usage}`);
+    return xs;
+  };
+  const int = (min: number, max: number) => (x: number) => Number.isInteger(x) && x >= min && x <= max;
   const quick = args.includes('--quick');
+  const kinds: readonly AllocatorKind[] = ['raw', 'oracle', 'ours', 'lock'];
+  const allocators = (get('allocators')?.split(',') ?? [...kinds]) as AllocatorKind[];
+  const wrong = allocators.filter((a) => !kinds.includes(a));
+  if (wrong.length) throw new UsageError(`--allocators: unknown ${wrong.join(', ')}\n${suite.usage}`);
   return {
-    allocators: (get('allocators')?.split(',') ?? ['raw', 'oracle', 'ours', 'lock']) as AllocatorKind[],
-    subnets: nums('subnets', [24, 16]),
-    fills: nums('fills', [50, 90]).map((f) => f / 100),
-    concurrency: nums('concurrency', [1, 8, 32]),
-    perRun24: Number(get('n24') ?? (quick ? 64 : 192)),
-    perRun16: Number(get('n16') ?? (quick ? 96 : 384)),
-    latencyMs: Number(get('latency') ?? 0),
+    allocators,
+    subnets: nums('subnets', [24, 16], (x) => x === 24 || x === 16, '24 and/or 16'),
+    fills: nums('fills', [50, 90], int(1, 99), 'percentages from 1 to 99').map((f) => f / 100),
+    concurrency: nums('concurrency', [1, 8, 32], int(1, 256), 'integers from 1 to 256'),
+    perRun24: nums('n24', [quick ? 64 : 192], int(1, 100_000), 'a positive integer')[0]!,
+    perRun16: nums('n16', [quick ? 96 : 384], int(1, 100_000), 'a positive integer')[0]!,
+    latencyMs: nums('latency', [0], int(0, 10_000), 'milliseconds from 0 to 10000')[0]!,
     /** Adapter tuning, e.g. --tuning=reuseCacheMs:0,reuseBatch:50 (numbers only). */
     tuning: Object.fromEntries(
       (get('tuning')?.split(',') ?? []).map((kv) => {
         const [k, v] = kv.split(':');
+        if (!k || v === undefined || !Number.isFinite(Number(v)))
+          throw new UsageError(`--tuning: "${kv}" is not name:number\n${suite.usage}`);
         return [k, Number(v)];
       }),
     ) as Partial<IpamTuning>,

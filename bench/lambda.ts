@@ -98,6 +98,7 @@ async function addLatencies(
 
 export const suite: Suite = {
   description: 'bundle size and cold import of each function; one add on in-memory vs real adapters',
+  usage: 'usage: npm run bench -- lambda [--node=/path/to/node] [--runs=7] [--eips=40]',
   async run(args) {
     const n = Number(args.find((a) => a.startsWith('--eips='))?.split('=')[1] ?? 40);
     const runs = Number(args.find((a) => a.startsWith('--runs='))?.split('=')[1] ?? 7);

@@ -70,6 +70,8 @@ async function inBatches<T>(items: T[], width: number, fn: (t: T) => Promise<unk
 
 export const suite: Suite = {
   description: 'resident memory of `npm start` over create/delete cycles of EIPs (default 10,000 events)',
+  usage:
+    'usage: npm run bench -- memory [--cycles=25] [--per-cycle=200] [--data-dir] [--without-iterator-fix]',
   async run(argv) {
     const { values } = parseArgs({
       args: [...argv],

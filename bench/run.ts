@@ -15,6 +15,11 @@ export interface SuiteResult {
 
 export interface Suite {
   description: string;
+  /**
+   * `usage: npm run bench -- <suite> [--option=…] [--flag]`: printed by `--help` and with a usage error. The options
+   * it names are the ones the suite accepts: run.ts refuses any other before the suite starts.
+   */
+  usage: string;
   run(args: readonly string[]): Promise<SuiteResult>;
 }
 
@@ -37,6 +42,16 @@ async function main(argv: readonly string[]): Promise<number> {
     return name && name !== '--help' ? 2 : 0;
   }
   const suite = await suites[name]!();
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(`${suite.usage}\n\n${suite.description}; details in bench/README.md`);
+    return 0;
+  }
+  const known = new Set([...suite.usage.matchAll(/--([a-z0-9-]+)/g)].map((m) => m[1]));
+  const unknown = args.filter((a) => !known.has(/^--([a-z0-9-]+)(=|$)/.exec(a)?.[1] ?? ''));
+  if (unknown.length > 0) {
+    console.error(`unknown option${unknown.length > 1 ? 's' : ''}: ${unknown.join(' ')}\n${suite.usage}`);
+    return 2;
+  }
   let result: SuiteResult;
   try {
     result = await suite.run(args);
@@ -46,7 +61,6 @@ async function main(argv: readonly string[]): Promise<number> {
     return 2;
   }
   console.log(result.table);
-  if (result.json === undefined) return 0; // --help
   const dir = fileURLToPath(new URL('./results/', import.meta.url));
   await mkdir(dir, { recursive: true });
   const file = `${dir}${result.file ?? `${name}.json`}`;

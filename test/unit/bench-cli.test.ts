@@ -1,0 +1,56 @@
+/**
+ * `npm run bench`'s command line (bench/run.ts): `--help` on every suite, and options a suite does not name in its
+ * usage refused with exit 2 before anything runs.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const root = join(import.meta.dirname, '../..');
+const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
+
+function bench(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [tsx, 'bench/run.ts', ...args],
+      { cwd: root, timeout: 60_000 },
+      (e, stdout, stderr) => resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+describe('npm run bench', { timeout: 60_000 }, () => {
+  it.each(['ipam', 'lambda', 'e2e', 'cost', 'memory'])(
+    '%s --help prints its usage and exits 0',
+    async (suite) => {
+      const r = await bench(suite, '--help');
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`usage: npm run bench -- ${suite}`);
+    },
+  );
+
+  it('refuses an option the suite does not know (a typo), naming it, with exit 2', async () => {
+    const r = await bench('ipam', '--concurency=8');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('unknown option: --concurency=8');
+    expect(r.stderr).toContain('usage: npm run bench -- ipam');
+  });
+
+  it('refuses a bad value before starting anything', async () => {
+    const bad = await bench('ipam', '--allocators=ours,fast');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--allocators: unknown fast');
+    const sub = await bench('ipam', '--subnets=20');
+    expect(sub.code).toBe(2);
+    expect(sub.stderr).toContain('--subnets must be 24 and/or 16');
+  });
+
+  it('lists the suites without one, and exits 2 for an unknown one', async () => {
+    const list = await bench();
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/suites:[\s\S]*ipam[\s\S]*memory/);
+    const unknown = await bench('nope');
+    expect(unknown.code).toBe(2);
+  });
+});
