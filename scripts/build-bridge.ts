@@ -32,8 +32,22 @@ export async function bundleBridge(outfile = DEFAULT_OUTFILE): Promise<string> {
   return outfile;
 }
 
+const USAGE = `usage: npx tsx scripts/build-bridge.ts [outfile]
+
+Bundles the bridge (functions/bridge/main.ts) into one ESM file with a linked source map; default outfile
+${DEFAULT_OUTFILE}`;
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  bundleBridge(process.argv[2]).then(
+  const args = process.argv.slice(2);
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  if (args.length > 1 || args[0]?.startsWith('-')) {
+    console.error(`unexpected arguments: ${args.join(' ')}\n${USAGE}`);
+    process.exit(2);
+  }
+  bundleBridge(args[0]).then(
     (out) => console.log(`bundled ${out}`),
     (e) => {
       console.error(e);

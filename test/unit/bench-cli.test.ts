@@ -54,3 +54,25 @@ describe('npm run bench', { timeout: 60_000 }, () => {
     expect(unknown.code).toBe(2);
   });
 });
+
+describe('scripts/build-bridge.ts', { timeout: 60_000 }, () => {
+  const run = (...args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [tsx, 'scripts/build-bridge.ts', ...args],
+        { cwd: root },
+        (e, stdout, stderr) =>
+          resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+
+  it('--help prints its usage instead of bundling into a file named "--help"; an option is a usage error', async () => {
+    const help = await run('--help');
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('usage: npx tsx scripts/build-bridge.ts [outfile]');
+    const bad = await run('--out', 'x');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('unexpected arguments: --out x');
+  });
+});
