@@ -4,26 +4,15 @@
  * output must be valid, carry the parameters everywhere they matter (nothing to edit by hand), put the Namespace
  * first, grant read access to exactly what the informers watch, and configure a bridge the code accepts.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
 import { loadBridgeConfig } from '../../shared/bridge/config.js';
 import { WATCHED_CONFIG_MAPS, watchPaths } from '../../shared/bridge/source.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
+import { type Doc, kustomize } from '../support/kustomize.js';
 
-type Doc = {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; namespace?: string; annotations?: Record<string, string> };
-  rules?: { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[];
-  subjects?: { kind: string; name: string; namespace: string }[];
-  roleRef?: { kind: string; name: string };
-  data?: Record<string, string>;
-  spec?: Record<string, unknown>;
-};
 type Container = {
   image: string;
   env: { name: string; value?: string; valueFrom?: { configMapKeyRef: { name: string; key: string } } }[];
@@ -35,15 +24,6 @@ type Container = {
 
 const root = join(import.meta.dirname, '../..');
 const { skip } = kubectlOrSkip();
-
-function kustomize(dir: string): Doc[] {
-  const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
-  expect(r.status, r.stderr).toBe(0);
-  return parseAllDocuments(r.stdout).map((d) => {
-    expect(d.errors).toEqual([]);
-    return d.toJS() as Doc;
-  });
-}
 
 /** The rendered manifests, with the Deployment's environment resolved through its ConfigMap references. */
 function view(docs: Doc[]) {
