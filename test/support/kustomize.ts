@@ -1,5 +1,8 @@
 /** `kubectl kustomize <dir>` (kubectl's built-in kustomize), parsed: for the tests of the manifests under infra/. */
 import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { expect } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 
@@ -21,4 +24,24 @@ export function kustomize(dir: string): Doc[] {
     expect(d.errors).toEqual([]);
     return d.toJS() as Doc;
   });
+}
+
+/**
+ * Renders an overlay of `infra/<target>` as an operator would write it beside the checkout (docs/deploy-eks.md):
+ * `body` gets the overlay's relative path to `infra/<target>` and returns the kustomization's lines after its kind.
+ */
+export function kustomizeOverlay(target: string, body: (rel: string) => string[]): Doc[] {
+  const root = join(import.meta.dirname, '../..');
+  const dir = mkdtempSync(join(tmpdir(), `${target}-overlay-`));
+  try {
+    mkdirSync(join(dir, 'prod'));
+    const rel = relative(join(dir, 'prod'), join(root, 'infra', target));
+    writeFileSync(
+      join(dir, 'prod/kustomization.yaml'),
+      ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', ...body(rel), ''].join('\n'),
+    );
+    return kustomize(join(dir, 'prod'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -9,16 +9,16 @@ import { describe, expect, it } from 'vitest';
 const root = join(import.meta.dirname, '../..');
 const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
 
-function bench(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Runs a TypeScript entry point of the repository as npm would (tsx); never rejects. */
+function script(path: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [tsx, 'bench/run.ts', ...args],
-      { cwd: root, timeout: 60_000 },
-      (e, stdout, stderr) => resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(process.execPath, [tsx, path, ...args], { cwd: root, timeout: 60_000 }, (e, stdout, stderr) =>
+      resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
+
+const bench = (...args: string[]) => script('bench/run.ts', args);
 
 describe('npm run bench', { timeout: 60_000 }, () => {
   it.each(['ipam', 'lambda', 'e2e', 'cost', 'memory'])(
@@ -56,16 +56,7 @@ describe('npm run bench', { timeout: 60_000 }, () => {
 });
 
 describe('scripts/build-bridge.ts', { timeout: 60_000 }, () => {
-  const run = (...args: string[]) =>
-    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [tsx, 'scripts/build-bridge.ts', ...args],
-        { cwd: root },
-        (e, stdout, stderr) =>
-          resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-      );
-    });
+  const run = (...args: string[]) => script('scripts/build-bridge.ts', args);
 
   it('--help prints its usage instead of bundling into a file named "--help"; an option is a usage error', async () => {
     const help = await run('--help');

@@ -4,14 +4,12 @@
  * output must be valid, carry the parameters everywhere they matter (nothing to edit by hand), put the Namespace
  * first, grant read access to exactly what the informers watch, and configure a bridge the code accepts.
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { loadBridgeConfig } from '../../shared/bridge/config.js';
 import { WATCHED_CONFIG_MAPS, watchPaths } from '../../shared/bridge/source.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
-import { type Doc, kustomize } from '../support/kustomize.js';
+import { type Doc, kustomize, kustomizeOverlay } from '../support/kustomize.js';
 
 type Container = {
   image: string;
@@ -55,7 +53,6 @@ function view(docs: Doc[]) {
   return { deployment, pod, container, env, grants, sa: docs.find((d) => d.kind === 'ServiceAccount')! };
 }
 
-let dir: string;
 let base: Doc[];
 let overlay: Doc[];
 const PARAMS = {
@@ -70,30 +67,17 @@ beforeAll(() => {
   if (skip) return;
   base = kustomize(join(root, 'infra/bridge'));
   // The overlay docs/deploy-eks.md tells an operator to write.
-  dir = mkdtempSync(join(tmpdir(), 'bridge-overlay-'));
-  mkdirSync(join(dir, 'prod'));
-  const rel = relative(join(dir, 'prod'), join(root, 'infra/bridge'));
-  writeFileSync(
-    join(dir, 'prod/kustomization.yaml'),
-    [
-      'apiVersion: kustomize.config.k8s.io/v1beta1',
-      'kind: Kustomization',
-      `resources: [${rel}/base]`,
-      `components: [${rel}/params]`,
-      `images: [{ name: eip-lambdas-bridge, newName: ${IMAGE.split(':')[0]}, newTag: "${IMAGE.split(':')[1]}" }]`,
-      'configMapGenerator:',
-      '  - name: eip-lambdas-bridge-params',
-      '    namespace: eip-lambdas',
-      '    behavior: merge',
-      '    literals:',
-      ...Object.entries(PARAMS).map(([k, v]) => `      - ${k}=${v}`),
-      '',
-    ].join('\n'),
-  );
-  overlay = kustomize(join(dir, 'prod'));
-});
-afterAll(() => {
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  overlay = kustomizeOverlay('bridge', (rel) => [
+    `resources: [${rel}/base]`,
+    `components: [${rel}/params]`,
+    `images: [{ name: eip-lambdas-bridge, newName: ${IMAGE.split(':')[0]}, newTag: "${IMAGE.split(':')[1]}" }]`,
+    'configMapGenerator:',
+    '  - name: eip-lambdas-bridge-params',
+    '    namespace: eip-lambdas',
+    '    behavior: merge',
+    '    literals:',
+    ...Object.entries(PARAMS).map(([k, v]) => `      - ${k}=${v}`),
+  ]);
 });
 
 describe.skipIf(skip)('bridge manifests (kubectl kustomize infra/bridge)', () => {

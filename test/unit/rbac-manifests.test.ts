@@ -4,17 +4,15 @@
  * parameter itself is never applied, and the rules are the ones handlers.yaml states (which the real-adapter tests
  * check every request against).
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { kubectlOrSkip } from '../support/kubectl.js';
-import { type Doc, kustomize } from '../support/kustomize.js';
+import { type Doc, kustomize, kustomizeOverlay } from '../support/kustomize.js';
 
 const root = join(import.meta.dirname, '../..');
 const { skip } = kubectlOrSkip();
-let dir: string;
 let base: Doc[];
 let overlay: Doc[];
 
@@ -23,29 +21,16 @@ const key = (d: Doc) => `${d.kind}/${d.metadata.namespace ?? ''}/${d.metadata.na
 beforeAll(() => {
   if (skip) return;
   base = kustomize(join(root, 'infra/rbac'));
-  dir = mkdtempSync(join(tmpdir(), 'rbac-overlay-'));
-  mkdirSync(join(dir, 'prod'));
-  const rel = relative(join(dir, 'prod'), join(root, 'infra/rbac'));
-  writeFileSync(
-    join(dir, 'prod/kustomization.yaml'),
-    [
-      'apiVersion: kustomize.config.k8s.io/v1beta1',
-      'kind: Kustomization',
-      `resources: [${rel}]`,
-      `components: [${rel}/params]`,
-      'configMapGenerator:',
-      '  - name: eip-lambdas-handlers-params',
-      '    literals: [gatewayNamespace=kube-ovn]',
-      '    options:',
-      '      disableNameSuffixHash: true',
-      '      annotations: { config.kubernetes.io/local-config: "true" }',
-      '',
-    ].join('\n'),
-  );
-  overlay = kustomize(join(dir, 'prod'));
-});
-afterAll(() => {
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  overlay = kustomizeOverlay('rbac', (rel) => [
+    `resources: [${rel}]`,
+    `components: [${rel}/params]`,
+    'configMapGenerator:',
+    '  - name: eip-lambdas-handlers-params',
+    '    literals: [gatewayNamespace=kube-ovn]',
+    '    options:',
+    '      disableNameSuffixHash: true',
+    '      annotations: { config.kubernetes.io/local-config: "true" }',
+  ]);
 });
 
 describe.skipIf(skip)('handlers RBAC (kubectl kustomize infra/rbac)', () => {
