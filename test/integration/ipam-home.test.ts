@@ -13,6 +13,7 @@ import { blockRange, geometryOf, homeOfHint } from '../../shared/adapters/dynamo
 import { IPAM_HOME_ANNOTATION, parseAddress } from '../../shared/domain/addressing.js';
 import { DEFAULT_EXTERNAL_SUBNET } from '../../shared/domain/kube-ovn.js';
 import type { Pool } from '../../shared/ports.js';
+import { ManualClock } from '../support/clock.js';
 import { world } from '../support/world.js';
 import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
 
@@ -36,6 +37,8 @@ const dense: Pool = {
 };
 
 type Table = Awaited<ReturnType<DynamoFixture['freshTable']>>;
+
+const FIRST = { firstAttempt: true } as const;
 
 /** Marks about `share` of the pool's addresses held by others, spread at random, straight into the table. */
 async function prefill(t: Table, pool: Pool, share: number): Promise<void> {
@@ -205,6 +208,69 @@ describe('a pool filled block by block (what suggested homes leave behind)', () 
     // memory, one request each.
     expect(paths.filter((p) => p === 'pointer').length).toBeLessThanOrEqual(12);
     expect(paths.filter((p) => p === 'memory').length).toBeGreaterThanOrEqual(80);
+  });
+});
+
+describe('a pool read whole (a /24), first attempts', () => {
+  const small: Pool = { subnet: 'small', family: 4, cidr: '10.31.0.0/24', gateway: '10.31.0.1', exclude: [] };
+
+  /** The key span (in addresses) of every Query `fn` sends on the table's client. */
+  async function querySpans(t: Table, fn: () => Promise<unknown>): Promise<number[]> {
+    const spans: number[] = [];
+    const name = `spans-${Math.random()}`;
+    t.client.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { ExpressionAttributeValues?: Record<string, { S?: string }> };
+        const a = input.ExpressionAttributeValues?.[':a']?.S;
+        const b = input.ExpressionAttributeValues?.[':b']?.S;
+        if (context.commandName === 'QueryCommand' && a?.startsWith('A#') && b?.startsWith('A#'))
+          spans.push(Number.parseInt(b.slice(2, 10), 16) - Number.parseInt(a.slice(2, 10), 16) + 1);
+        return next(args);
+      },
+      { step: 'initialize', name },
+    );
+    try {
+      await fn();
+    } finally {
+      t.client.middlewareStack.remove(name);
+    }
+    return spans;
+  }
+
+  it('read a 64-address window while others claim there, and the whole pool when the allocator is alone', async () => {
+    const clock = new ManualClock();
+    const t = await fx.freshTable({ clock });
+    const mine = t.ipam;
+    // Half the pool claimed by another container more than 10 s ago: not recent, so not a sign of others at work.
+    const seed = t.another();
+    for (let i = 0; i < 127; i++)
+      await seed.claimAny(small, { uid: `seed-${i}`, name: 'x' }, undefined, FIRST);
+    clock.advance(11_000);
+    // Alone: a retry reads the whole pool and sees no one's recent claims; once that read is too old to claim from
+    // (blockCacheMs), the next first attempt reads the whole pool again.
+    await mine.claimAny(small, { uid: 'retry', name: 'r' });
+    clock.advance(6_000);
+    const alone = await querySpans(t, () =>
+      mine.claimAny(small, { uid: 'alone-first', name: 'a' }, undefined, FIRST),
+    );
+    expect(alone.length).toBeGreaterThan(0);
+    expect(Math.min(...alone)).toBeGreaterThan(64);
+
+    // Busy: another container has just claimed here; once a read has seen that, a first attempt reads a window.
+    const other = t.another();
+    for (let i = 0; i < 16; i++)
+      await other.claimAny(small, { uid: `other-${i}`, name: 'o' }, undefined, FIRST);
+    await mine.claimAny(small, { uid: 'sees-others', name: 's' }); // a retry: reads the whole pool
+    clock.advance(6_000);
+    const busy = await querySpans(t, () =>
+      mine.claimAny(small, { uid: 'first', name: 'f' }, undefined, FIRST),
+    );
+    expect(busy).toEqual([64]);
+    expect(mine.lastClaim?.path).toBe('block');
+    // The claim is inside the pool's one block, so a retry of that owner finds it with its whole read.
+    const again = await mine.claimAny(small, { uid: 'first', name: 'f' });
+    expect(mine.lastClaim?.source).toBe('existing');
+    expect(again.address).toMatch(/^10\.31\.0\./);
   });
 });
 

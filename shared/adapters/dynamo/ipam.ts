@@ -189,6 +189,8 @@ export class DynamoIpam implements Ipam {
   private reuseCalm = 0;
   /** Per pool: moving estimate of how used the home blocks this allocator read were (decides the blind try). */
   private readonly fill = new Map<string, number>();
+  /** Per block: whether its last read saw other allocators' recent claims (a window read then, ADR 0044). */
+  private readonly busy = new Map<string, boolean>();
   private readonly tuning: IpamTuning;
   /** Stats of the last claimAny, for the benchmark and the tests (not part of the port). */
   lastClaim: ClaimStats | undefined;
@@ -459,6 +461,11 @@ export class DynamoIpam implements Ipam {
     stats: ClaimStats,
     retry: boolean,
   ): Promise<Allocation | undefined> {
+    // A first attempt in a pool read whole has no claim to find: a window of it shows enough free addresses.
+    if (!retry) {
+      const got = await this.claimInWindow(g, home, owner, stats);
+      if (got) return got;
+    }
     // Block: read it consistently; the owner's own claim there (or behind its pointer) is the answer.
     stats.path = 'block';
     let view = await this.readBlock(g, home, owner.uid);
@@ -485,6 +492,35 @@ export class DynamoIpam implements Ipam {
     // Pointer: nothing free in the block (or lost every race there): claim elsewhere, behind a pointer.
     stats.path = 'pointer';
     return this.claimBehindPointer(g, home, owner, view.pointer, stats);
+  }
+
+  /**
+   * A first attempt in a pool read whole (up to SINGLE_BLOCK_MAX addresses, one block for everybody) where other
+   * allocators are busy: one consistent Query of a random aligned BLOCK_SIZE window of it instead of the whole pool —
+   * a quarter of the keys on a /24 — and concurrent allocators spread over the windows. What it finds free is
+   * remembered for the whole block (ADR 0044).
+   */
+  private async claimInWindow(
+    g: PoolGeometry,
+    home: HomeBlock,
+    owner: Claimant,
+    stats: ClaimStats,
+  ): Promise<Allocation | undefined> {
+    // Only while others claim here too: alone, a whole read feeds this allocator's next claims from memory for longer.
+    if (blockRange(g) || home.end - home.start < BLOCK_SIZE || !this.busy.get(blockId(g, home))) return undefined;
+    const first = home.start / BLOCK_SIZE;
+    const start = (first + randomBelow(home.end / BLOCK_SIZE - first + 1n)) * BLOCK_SIZE;
+    const end = start + BLOCK_SIZE - 1n;
+    const window: HomeBlock = {
+      start,
+      end,
+      eligible: home.eligible.filter((v) => v >= start && v <= end),
+      first: undefined,
+    };
+    if (window.eligible.length === 0) return undefined;
+    stats.path = 'block';
+    const view = await this.readBlock(g, window, owner.uid, blockId(g, home));
+    return this.tryCandidates(g, home, view, owner, stats);
   }
 
   /** The owner's allocation in its block, or the one its pointer names, confirmed on the address item. */
@@ -696,7 +732,12 @@ export class DynamoIpam implements Ipam {
   }
 
   /** One consistent Query of the owner's home block: its address items and the pointer items kept there. */
-  private async readBlock(g: PoolGeometry, home: HomeBlock, uid: string): Promise<BlockView> {
+  private async readBlock(
+    g: PoolGeometry,
+    home: HomeBlock,
+    uid: string,
+    memoryId = blockId(g, home),
+  ): Promise<BlockView> {
     const view: BlockView = {
       mine: [],
       pointer: undefined,
@@ -742,7 +783,8 @@ export class DynamoIpam implements Ipam {
     view.used = home.eligible.length === 0 ? 1 : seen.size / home.eligible.length;
     view.othersRate = othersRecent / RATE_WINDOW_MS;
     if (home.eligible.length > 0) this.observeFill(g, view.used);
-    this.remember(blockId(g, home), view);
+    this.remember(memoryId, view);
+    setBounded(this.busy, memoryId, view.othersRate > 0);
     return view;
   }
 
