@@ -506,8 +506,9 @@ export class DynamoIpam implements Ipam {
     owner: Claimant,
     stats: ClaimStats,
   ): Promise<Allocation | undefined> {
-    // Only while others claim here too: alone, a whole read feeds this allocator's next claims from memory for longer.
-    if (blockRange(g) || home.end - home.start < BLOCK_SIZE || !this.busy.get(blockId(g, home))) return undefined;
+    // Only while others claim here too: alone, a whole read feeds more of this allocator's next claims from memory.
+    if (blockRange(g) || home.end - home.start < BLOCK_SIZE || !this.busy.get(blockId(g, home)))
+      return undefined;
     const first = home.start / BLOCK_SIZE;
     const start = (first + randomBelow(home.end / BLOCK_SIZE - first + 1n)) * BLOCK_SIZE;
     const end = start + BLOCK_SIZE - 1n;
