@@ -190,19 +190,19 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(() => bridge.drain(10_000));
     await bridge.ready();
-    // The drift check runs beside the bridge's resync, on the same period (docs/adr/0039-drift-repair.md).
-    // Its own timer (not startDriftRepair's) so the dashboard gets each run's summary.
-    const drift = startDriftRepair(auditDepsOf(config, deps, { kubeConfig, dynamo: client }), 0);
+    // What the hourly gc function does on AWS — garbage collection (the gateway pods' own addresses reserved), then
+    // the drift check and repair — runs beside the bridge's resync, on the same period, and once before `ready:`
+    // (docs/adr/0039-drift-repair.md). Its own timer (not startDriftRepair's) so the dashboard gets each run's summary.
+    const drift = startDriftRepair(auditDepsOf(config, deps, { kubeConfig, dynamo: client }), 0, {
+      collectFirst: true,
+    });
     const driftMs = options.driftRepairMs ?? options.resyncMs ?? 600_000;
     let lastDrift: DriftCheck | undefined;
-    const driftTimer =
-      driftMs > 0
-        ? setInterval(() => {
-            void drift.runNow().then((summary) => {
-              lastDrift = { at: new Date().toISOString(), ...(summary ?? { failed: true }) };
-            });
-          }, driftMs)
-        : undefined;
+    const maintain = async (): Promise<void> => {
+      const summary = await drift.runNow();
+      lastDrift = { at: new Date().toISOString(), ...(summary ?? { failed: true }) };
+    };
+    const driftTimer = driftMs > 0 ? setInterval(() => void maintain(), driftMs) : undefined;
     driftTimer?.unref();
     stops.push(async () => {
       clearInterval(driftTimer);
@@ -229,6 +229,16 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
 
     if (options.demo !== false) await seedDemo(kubeConfig, say);
+    if (driftMs > 0) {
+      // The demo's gateway pod comes from the stand-in a moment after its VpcNatGateway: the first run waits for it
+      // (5 s at most), so that it reserves the pod's own address as the gc function would.
+      for (let t = Date.now(); options.demo !== false && Date.now() - t < 5_000; ) {
+        if ((await deps.cluster.listGatewayPods()).some((p) => Object.keys(p.addresses ?? {}).length > 0))
+          break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await maintain();
+    }
 
     await mkdir(dirname(stackFile), { recursive: true });
     await writeFile(

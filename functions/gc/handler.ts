@@ -2,9 +2,8 @@
 // pods' own addresses (ADR 0042): wiring only (shared/core/gc.ts).
 // Then the hourly drift check of every gateway, repairing what is safe (shared/audit, docs/adr/0039-drift-repair.md).
 import { liveDeps } from '../../shared/adapters/live.js';
-import { auditAndRepair, auditDepsOf } from '../../shared/audit/live.js';
+import { auditAndRepair, auditDepsOf, collect } from '../../shared/audit/live.js';
 import { loadConfig } from '../../shared/config/config.js';
-import { collectGarbage, isGarbageCollector } from '../../shared/core/gc.js';
 
 export const handler = async (): Promise<{
   scanned: number;
@@ -15,14 +14,7 @@ export const handler = async (): Promise<{
   repaired: number;
 }> => {
   const deps = await liveDeps();
-  if (!isGarbageCollector(deps.ipam)) throw new Error('the configured IPAM cannot collect garbage');
-  const report = await collectGarbage(deps, deps.ipam);
-  const gc = {
-    scanned: report.scanned,
-    orphans: report.orphans.length,
-    released: report.released.length,
-    podAddressesReserved: report.gatewayPods.filter((p) => p.status === 'reserved').length,
-  };
+  const gc = await collect(deps);
   if (process.env.DRIFT_REPAIR === 'off') return { ...gc, drift: 'off', repaired: 0 };
   try {
     const d = await auditAndRepair(auditDepsOf(loadConfig(process.env), deps));

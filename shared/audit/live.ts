@@ -1,12 +1,14 @@
 /**
- * Wiring of the audit on the real adapters (pods/exec inspection, the DynamoDB table), and the periodic drift
- * repair the scheduled gc function and the local stack run (docs/adr/0039-drift-repair.md).
+ * Wiring of the audit on the real adapters (pods/exec inspection, the DynamoDB table), and the periodic maintenance
+ * the scheduled gc function and the local stack run: garbage collection, then the drift check and repair
+ * (docs/adr/0039-drift-repair.md).
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { createDynamoAuditStore } from '../adapters/dynamo/audit.js';
 import { createK8sInspector } from '../adapters/k8s/inspect.js';
 import { dynamoClientOf, kubeConfigOf } from '../adapters/live.js';
 import type { Config } from '../config/config.js';
+import { collectGarbage, isGarbageCollector } from '../core/gc.js';
 import type { Deps } from '../ports.js';
 import { type AuditDeps, type RepairAction, type RepairOptions, repairDrift, runAudit } from './audit.js';
 import type { Drift } from './model.js';
@@ -38,6 +40,29 @@ export interface DriftRepairSummary {
   actions: RepairAction[];
 }
 
+/** What one garbage collection did, in counts (the gc function's output, the local stack's log). */
+export interface GcCounts {
+  scanned: number;
+  orphans: number;
+  released: number;
+  podAddressesReserved: number;
+}
+
+/**
+ * One garbage collection on the configured IPAM (shared/core/gc.ts): allocations of owners that are gone released,
+ * the gateway pods' own addresses reserved (ADR 0042). Throws when the IPAM cannot collect, or on failure.
+ */
+export async function collect(deps: Deps): Promise<GcCounts> {
+  if (!isGarbageCollector(deps.ipam)) throw new Error('the configured IPAM cannot collect garbage');
+  const report = await collectGarbage(deps, deps.ipam);
+  return {
+    scanned: report.scanned,
+    orphans: report.orphans.length,
+    released: report.released.length,
+    podAddressesReserved: report.gatewayPods.filter((p) => p.status === 'reserved').length,
+  };
+}
+
 /** One audit and the repair of what is safe, logged and counted (metrics DriftFound {kind}, DriftRepaired {kind}). */
 export async function auditAndRepair(
   deps: AuditDeps,
@@ -52,15 +77,29 @@ export async function auditAndRepair(
   return { drift: report.drift, actions };
 }
 
-/** Runs auditAndRepair every `intervalMs` (never two at once); `stop()` waits for a run in progress. */
+/**
+ * Runs auditAndRepair every `intervalMs` (never two at once), after a garbage collection when `collectFirst` is set
+ * (what the hourly gc function does; a failed collection is logged and the drift check runs anyway); `stop()` waits
+ * for a run in progress.
+ */
 export function startDriftRepair(
   deps: AuditDeps,
   intervalMs: number,
-  options: RepairOptions = {},
+  options: RepairOptions & { collectFirst?: boolean } = {},
 ): { runNow(): Promise<DriftRepairSummary | undefined>; stop(): Promise<void> } {
+  const { collectFirst, ...repair } = options;
   let running: Promise<DriftRepairSummary | undefined> | undefined;
+  const collected = async (): Promise<void> => {
+    if (!collectFirst) return;
+    try {
+      deps.log.info('garbage collection', { ...(await collect(deps)) });
+    } catch (e) {
+      deps.log.warn('garbage collection failed', { error: String(e) });
+    }
+  };
   const runNow = (): Promise<DriftRepairSummary | undefined> => {
-    running ??= auditAndRepair(deps, options)
+    running ??= collected()
+      .then(() => auditAndRepair(deps, repair))
       .catch((e: unknown) => {
         deps.log.warn('drift repair failed', { error: String(e) });
         return undefined;
