@@ -92,7 +92,7 @@ export function startDriftRepair(
   const collected = async (): Promise<void> => {
     if (!collectFirst) return;
     try {
-      deps.log.info('garbage collection', { ...(await collect(deps)) });
+      await collect(deps); // logged by the collector itself
     } catch (e) {
       deps.log.warn('garbage collection failed', { error: String(e) });
     }
