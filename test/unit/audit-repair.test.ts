@@ -8,6 +8,7 @@ import { MemoryAuditStore } from '../../local/memory/audit-store.js';
 import { memoryInspector } from '../../local/memory/inspect.js';
 import { type AuditDeps, repairDrift, runAudit } from '../../shared/audit/audit.js';
 import { auditAndRepair, startDriftRepair } from '../../shared/audit/live.js';
+import { memoryLogger } from '../../shared/observability/log.js';
 import { type World, world } from '../support/world.js';
 
 const MIN = 60_000;
@@ -149,6 +150,24 @@ describe('audit and repair on the in-memory world', () => {
     const actions = await repairDrift(deps, await runAudit(deps), { dryRun: true });
     expect(actions).toEqual([expect.objectContaining({ kind: 'missing-address', result: 'planned' })]);
     expect(w.snapshot()).toEqual(before);
+  });
+
+  it('with collectFirst, a collection that fails is logged and the drift check runs anyway', async () => {
+    const { w, deps, ip } = setup();
+    await ready(w, ip);
+    exec(w, 'ip', 'addr', 'del', `${ip.a}/24`, 'dev', 'net1');
+    const log = memoryLogger('warn');
+    // The in-memory IPAM cannot collect garbage: the collection throws.
+    const runner = startDriftRepair({ ...deps, log }, 0, { collectFirst: true });
+    const summary = await runner.runNow();
+    expect(summary?.drift.map((d) => d.kind)).toEqual(['missing-address']);
+    expect(log.lines).toContainEqual(
+      expect.objectContaining({
+        message: 'garbage collection failed',
+        error: expect.stringContaining('cannot collect'),
+      }),
+    );
+    await runner.stop();
   });
 
   it('the periodic runner never runs two audits at once, and counts what it finds and repairs', async () => {
