@@ -43,14 +43,9 @@ describe('the Lambda bundles', () => {
   it('gc loads from a CJS bundle and reports a configuration error, not a crash at import', async () => {
     const out = join(dir, 'gc.cjs');
     await build({
+      ...FUNCTION_BUNDLE,
       entryPoints: [join(root, 'functions/gc/handler.ts')],
       outfile: out,
-      bundle: true,
-      format: 'cjs',
-      platform: 'node',
-      target: 'node22',
-      mainFields: ['module', 'main'],
-      alias: { punycode: 'punycode/' },
       logLevel: 'silent',
     });
     const script = `require(${JSON.stringify(out)}).handler().then(() => process.exit(0), (e) => { process.stdout.write(e.name + ': ' + e.message); })`;
