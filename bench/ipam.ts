@@ -28,14 +28,12 @@
 import { cpus, loadavg } from 'node:os';
 import {
   type AttributeValue,
-  BatchWriteItemCommand,
   type DynamoDBClient,
   PutItemCommand,
   QueryCommand,
-  type WriteRequest,
 } from '@aws-sdk/client-dynamodb';
 import { startLocalDynamo } from '../local/dynamo.js';
-import { ensureTable } from '../local/table.js';
+import { ensureTable, heldAddressItem, putItems } from '../local/table.js';
 import { createDynamoIpam, type DynamoIpam, type IpamTuning } from '../shared/adapters/dynamo/index.js';
 import { geometryOf, type PoolGeometry } from '../shared/adapters/dynamo/layout.js';
 import type { Pool } from '../shared/ports.js';
@@ -255,34 +253,18 @@ async function prefill(
     }
     slots = all.slice(0, Number(count));
   } else for (let s = 0n; s < count; s++) slots.push(s);
-  const items: WriteRequest[] = [];
+  const items: Record<string, AttributeValue>[] = [];
   for (const s of slots) {
     const uid = `pre-${s}`;
     const address = g.addressOf(s);
     held.set(address, uid);
-    items.push({
-      PutRequest: { Item: heldItem(g.pk, g.skOf(s), g.pool.subnet, address, uid, 0) },
-    });
+    items.push(
+      heldAddressItem({ pk: g.pk, sk: g.skOf(s), subnet: g.pool.subnet, address, uid, claimedAt: 0 }),
+    );
   }
   if (kind === 'lock')
-    items.push({
-      PutRequest: { Item: { pk: { S: g.pk }, sk: { S: LOCK_CURSOR_SK }, next: { N: count.toString() } } },
-    });
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 4 }, async () => {
-      for (;;) {
-        const i = next;
-        next += 25;
-        if (i >= items.length) return;
-        let batch: WriteRequest[] = items.slice(i, i + 25);
-        while (batch.length > 0) {
-          const r = await client.send(new BatchWriteItemCommand({ RequestItems: { [TABLE]: batch } }));
-          batch = r.UnprocessedItems?.[TABLE] ?? [];
-        }
-      }
-    }),
-  );
+    items.push({ pk: { S: g.pk }, sk: { S: LOCK_CURSOR_SK }, next: { N: count.toString() } });
+  await putItems(client, TABLE, items, 4);
 }
 
 interface Worker {
@@ -396,28 +378,6 @@ async function measure(
 
 let rawKeys = 0;
 
-/** An address item held by `uid`, in the product's item shape (the owner's name and claim id are its uid). */
-function heldItem(
-  pk: string,
-  sk: string,
-  subnet: string,
-  address: string,
-  uid: string,
-  claimedAt: number,
-): Record<string, AttributeValue> {
-  return {
-    pk: { S: pk },
-    sk: { S: sk },
-    subnet: { S: subnet },
-    family: { N: '4' },
-    address: { S: address },
-    ownerUid: { S: uid },
-    ownerName: { S: uid },
-    claimId: { S: uid },
-    claimedAt: { N: String(claimedAt) },
-  };
-}
-
 function makeWorker(
   endpoint: string,
   kind: AllocatorKind,
@@ -451,7 +411,14 @@ function makeWorker(
             await client.send(
               new PutItemCommand({
                 TableName: TABLE,
-                Item: heldItem(g.pk, g.skOf(slot), pool.subnet, address, uid, Date.now()),
+                Item: heldAddressItem({
+                  pk: g.pk,
+                  sk: g.skOf(slot),
+                  subnet: pool.subnet,
+                  address,
+                  uid,
+                  claimedAt: Date.now(),
+                }),
                 // A released address keeps its item without an owner: free as well.
                 ConditionExpression: 'attribute_not_exists(ownerUid)',
               }),
@@ -479,14 +446,14 @@ function makeWorker(
         await client.send(
           new PutItemCommand({
             TableName: TABLE,
-            Item: heldItem(
-              `RAW#${pool.subnet}`,
-              `A#${k.toString(16).padStart(8, '0')}`,
-              pool.subnet,
+            Item: heldAddressItem({
+              pk: `RAW#${pool.subnet}`,
+              sk: `A#${k.toString(16).padStart(8, '0')}`,
+              subnet: pool.subnet,
               address,
               uid,
-              Date.now(),
-            ),
+              claimedAt: Date.now(),
+            }),
             ConditionExpression: 'attribute_not_exists(pk)',
           }),
         );

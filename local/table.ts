@@ -5,6 +5,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import {
+  type AttributeValue,
+  BatchWriteItemCommand,
   CreateTableCommand,
   type CreateTableCommandInput,
   DescribeTableCommand,
@@ -132,5 +134,56 @@ function wrap(tableName: string, what: string, e: unknown): StoreUnavailableErro
     {
       cause: e,
     },
+  );
+}
+
+/**
+ * An address item as a claim leaves it, held by `uid` since `claimedAt` (epoch ms), in the product's item shape
+ * (shared/adapters/dynamo/layout.ts): for seeding a table in the benchmarks and tests. The owner's name and claim id
+ * are its uid.
+ */
+export function heldAddressItem(h: {
+  pk: string;
+  sk: string;
+  subnet: string;
+  address: string;
+  uid: string;
+  claimedAt: number;
+}): Record<string, AttributeValue> {
+  return {
+    pk: { S: h.pk },
+    sk: { S: h.sk },
+    subnet: { S: h.subnet },
+    family: { N: '4' },
+    address: { S: h.address },
+    ownerUid: { S: h.uid },
+    ownerName: { S: h.uid },
+    claimId: { S: h.uid },
+    claimedAt: { N: String(h.claimedAt) },
+  };
+}
+
+/**
+ * Puts `items` with BatchWriteItem, 25 per request and `width` requests in flight, sending again whatever DynamoDB
+ * leaves unprocessed. For seeding (not atomic, unconditional).
+ */
+export async function putItems(
+  client: DynamoDBClient,
+  tableName: string,
+  items: readonly Record<string, AttributeValue>[],
+  width = 1,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      for (let i = next; i < items.length; i = next) {
+        next += 25;
+        let batch = items.slice(i, i + 25).map((Item) => ({ PutRequest: { Item } }));
+        while (batch.length > 0) {
+          const r = await client.send(new BatchWriteItemCommand({ RequestItems: { [tableName]: batch } }));
+          batch = (r.UnprocessedItems?.[tableName] ?? []) as typeof batch;
+        }
+      }
+    }),
   );
 }

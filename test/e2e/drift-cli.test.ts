@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDynamoClient } from '../../local/dynamo.js';
 import { kubectl } from '../../local/kube-api/testing.js';
 import { type LocalStack, startLocalStack } from '../../local/stack.js';
+import { heldAddressItem } from '../../local/table.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { addressSk, poolPk } from '../../shared/adapters/dynamo/layout.js';
 import { parseAddress } from '../../shared/domain/addressing.js';
@@ -153,17 +154,14 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     await client.send(
       new PutItemCommand({
         TableName: stack.tableName,
-        Item: {
-          pk: { S: poolPk(SUBNET, 4) },
-          sk: { S: addressSk(4, value) },
-          subnet: { S: SUBNET },
-          family: { N: '4' },
-          address: { S: address },
-          ownerUid: { S: 'owner-that-is-gone' },
-          ownerName: { S: 'gone' },
-          claimId: { S: 'leaked' },
-          claimedAt: { N: '0' },
-        },
+        Item: heldAddressItem({
+          pk: poolPk(SUBNET, 4),
+          sk: addressSk(4, value),
+          subnet: SUBNET,
+          address,
+          uid: 'owner-that-is-gone',
+          claimedAt: 0,
+        }),
         ConditionExpression: 'attribute_not_exists(pk)',
       }),
     );

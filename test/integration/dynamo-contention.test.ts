@@ -7,10 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capacity } from '../../shared/domain/addressing.js';
 import { LeaseHeldError, NoAvailableAddressError } from '../../shared/domain/errors.js';
 import type { Allocation, Pool } from '../../shared/ports.js';
-import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+import { type DynamoFixture, FIRST, startDynamoFixture } from './dynamo-fixture.js';
 
 /** New owners claim as the add does right after writing the finalizer: first attempts (ADR 0043). */
-const FIRST = { firstAttempt: true } as const;
 
 let fx: DynamoFixture;
 beforeAll(async () => {

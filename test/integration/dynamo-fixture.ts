@@ -22,6 +22,9 @@ export interface DynamoFixture {
   close(): Promise<void>;
 }
 
+/** ClaimOptions of an owner's first claim (the caller knows it holds nothing yet, ADR 0043). */
+export const FIRST = { firstAttempt: true } as const;
+
 export type CountingClient = DynamoDBClient & { requests: Map<string, number>; total(): number };
 
 let tables = 0;

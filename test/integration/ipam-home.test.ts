@@ -6,8 +6,8 @@
  * proposed only once an allocator has seen that its pool is not sparse (in a sparse one, a blind write at the
  * owner's own block is one request without any memory).
  */
-import { BatchWriteItemCommand, type WriteRequest } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { heldAddressItem, putItems } from '../../local/table.js';
 import type { DynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { blockRange, geometryOf, homeOfHint } from '../../shared/adapters/dynamo/layout.js';
 import { IPAM_HOME_ANNOTATION, parseAddress } from '../../shared/domain/addressing.js';
@@ -15,7 +15,7 @@ import { DEFAULT_EXTERNAL_SUBNET } from '../../shared/domain/kube-ovn.js';
 import type { Pool } from '../../shared/ports.js';
 import { ManualClock } from '../support/clock.js';
 import { world } from '../support/world.js';
-import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+import { type DynamoFixture, FIRST, startDynamoFixture } from './dynamo-fixture.js';
 
 let fx: DynamoFixture;
 beforeAll(async () => {
@@ -38,38 +38,23 @@ const dense: Pool = {
 
 type Table = Awaited<ReturnType<DynamoFixture['freshTable']>>;
 
-const FIRST = { firstAttempt: true } as const;
-
 /** Marks about `share` of the pool's addresses held by others, spread at random, straight into the table. */
 async function prefill(t: Table, pool: Pool, share: number): Promise<void> {
   const g = geometryOf(pool);
-  const items: WriteRequest[] = [];
-  for (let s = 0n; s < g.capacity; s++) {
-    if (Math.random() >= share) continue;
-    const uid = `pre-${s}`;
-    items.push({
-      PutRequest: {
-        Item: {
-          pk: { S: g.pk },
-          sk: { S: g.skOf(s) },
-          subnet: { S: pool.subnet },
-          family: { N: '4' },
-          address: { S: g.addressOf(s) },
-          ownerUid: { S: uid },
-          ownerName: { S: uid },
-          claimId: { S: uid },
-          claimedAt: { N: '0' },
-        },
-      },
-    });
-  }
-  for (let i = 0; i < items.length; i += 25) {
-    let batch = items.slice(i, i + 25);
-    while (batch.length > 0) {
-      const r = await t.client.send(new BatchWriteItemCommand({ RequestItems: { [t.tableName]: batch } }));
-      batch = r.UnprocessedItems?.[t.tableName] ?? [];
-    }
-  }
+  const items = [];
+  for (let s = 0n; s < g.capacity; s++)
+    if (Math.random() < share)
+      items.push(
+        heldAddressItem({
+          pk: g.pk,
+          sk: g.skOf(s),
+          subnet: pool.subnet,
+          address: g.addressOf(s),
+          uid: `pre-${s}`,
+          claimedAt: 0,
+        }),
+      );
+  await putItems(t.client, t.tableName, items);
 }
 
 /** Claims for throwaway owners until the allocator has seen the pool is used and proposes homes. */
