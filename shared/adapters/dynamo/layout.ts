@@ -61,14 +61,11 @@ export function homeBlock(g: PoolGeometry, uid: string, at?: bigint): HomeBlock 
   const hi = h.readBigUInt64BE(0);
   const lo = h.readBigUInt64BE(8);
   if (g.capacity === 0n) return { start: 0n, end: 0n, eligible: [], first: undefined };
-  const lowest = g.valueOf(0n);
-  const highest = g.valueOf(g.capacity - 1n);
-  let start = lowest;
-  let end = highest;
-  if (highest - lowest + 1n > SINGLE_BLOCK_MAX) {
-    const b0 = lowest / BLOCK_SIZE;
-    const b1 = highest / BLOCK_SIZE;
-    start = at ?? (b0 + (hi % (b1 - b0 + 1n))) * BLOCK_SIZE;
+  let start = g.valueOf(0n);
+  let end = g.valueOf(g.capacity - 1n);
+  const range = blockRange(g);
+  if (range) {
+    start = at ?? range.first + (hi % ((range.last - range.first) / BLOCK_SIZE + 1n)) * BLOCK_SIZE;
     end = start + BLOCK_SIZE - 1n;
   }
   const eligible: bigint[] = [];
