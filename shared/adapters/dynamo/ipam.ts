@@ -412,7 +412,7 @@ export class DynamoIpam implements Ipam {
       // Never-used first, then the oldest released ones, at random among them so that allocators remembering the
       // same block spread out. A lost race means others are busy in this block and what is remembered is going
       // stale: read it instead, this time and for the next few claims.
-      for (let lost = 0; lost < 1; ) {
+      for (;;) {
         const neverUsed = known.neverUsed.length > 0;
         const list = neverUsed ? known.neverUsed : known.released.slice(0, this.tuning.reuseBatch);
         if (list.length === 0) break;
@@ -423,7 +423,7 @@ export class DynamoIpam implements Ipam {
           ? await this.claimNeverUsedValue(g, value, owner, stats)
           : await this.claimReleasedValue(g, value, owner, stats);
         if (got) return got;
-        lost++;
+        break; // one race lost
       }
       this.blocks.delete(id);
       setBounded(this.wary, id, WARY_CLAIMS);
@@ -803,8 +803,7 @@ export class DynamoIpam implements Ipam {
 
   private observeFill(g: PoolGeometry, used: number): void {
     const prev = this.fill.get(g.pk);
-    this.fill.set(g.pk, prev === undefined ? used : prev * 0.7 + used * 0.3);
-    if (this.fill.size > 256) this.fill.clear();
+    setBounded(this.fill, g.pk, prev === undefined ? used : prev * 0.7 + used * 0.3);
   }
 
   /** Pool-wide never-used phase: a never-used address (no item at all), found through the pool's cursor. */
