@@ -24,8 +24,6 @@ import type { Deps, GatewayPod, Pool } from '../ports.js';
 import { type PodReservation, reservePodAddresses } from './pod-addresses.js';
 import { redoToken } from './view.js';
 
-export type { PodReservation };
-
 /**
  * Whether adoption may stamp this product's redo token on the EIP, i.e. whether kube-ovn configured the address on
  * the gateway's current container. kube-ovn writes status.redo only when it re-initialises a re-created gateway pod,
