@@ -303,6 +303,11 @@ describe('updateEip', () => {
     });
     expect(set?.metadata.annotations).toEqual({ keep: 'me', [IPAM_HOME_ANNOTATION]: '10.40.1.64' });
     expect(set?.metadata.finalizers).toEqual([FINALIZER]);
+    const sent = JSON.parse(String(lastRequest('PATCH', '/iptables-eips/u-notes')?.body));
+    expect(sent.metadata).toMatchObject({
+      finalizers: [FINALIZER],
+      annotations: { [IPAM_HOME_ANNOTATION]: '10.40.1.64' },
+    });
     await cluster.updateEip('u-notes', set!.metadata.resourceVersion, {
       spec: { v4ip: '10.40.1.70' },
       annotations: { [IPAM_HOME_ANNOTATION]: null },
