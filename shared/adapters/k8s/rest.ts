@@ -116,6 +116,9 @@ export async function endpointOfKubeConfig(source: KubeConfigLike): Promise<Kube
   };
 }
 
+/** How a request sent on a socket the server had already closed fails. */
+const STALE_SOCKET = new Set(['ECONNRESET', 'EPIPE']);
+
 export class KubeRest {
   private resolved: Promise<Resolved> | undefined;
 
@@ -165,17 +168,27 @@ export class KubeRest {
       }),
     };
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
-    const { status, body } = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = send(url, { method, headers, agent: c.agent }, (res: IncomingMessage) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (d: Buffer) => chunks.push(d));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+    const once = () =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = send(url, { method, headers, agent: c.agent }, (res: IncomingMessage) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (d: Buffer) => chunks.push(d));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }),
+          );
+          res.on('error', reject);
+        });
+        req.on('error', (e: NodeJS.ErrnoException) =>
+          reject(Object.assign(e, { staleSocket: req.reusedSocket && STALE_SOCKET.has(e.code ?? '') })),
         );
-        res.on('error', reject);
+        req.end(payload);
       });
-      req.on('error', reject);
-      req.end(payload);
+    // A kept-alive socket the server closed while idle fails the request sent on it before any answer (the server's
+    // idle timeout meeting the next request): a GET is sent once more, on a new socket. Writes are not: their caller
+    // reads again and decides.
+    const { status, body } = await once().catch((e: { staleSocket?: boolean }) => {
+      if (method === 'GET' && e.staleSocket) return once();
+      throw e;
     });
     if (status < 200 || status > 299) throw new KubeHttpError(status, body, `${method} ${url.pathname}`);
     return (body ? JSON.parse(body) : {}) as T;
