@@ -1,8 +1,40 @@
-/** Reaching the gateway pod: find it Running, and run one nat-gateway.sh operation with timing and metrics. */
-import { GatewayCommandError, GatewayNotReadyError, GatewayRefusedError } from '../domain/errors.js';
+/**
+ * Reaching the gateway: the NAT gateway feature on, the external subnet's pools (an address's prefix and next
+ * hop), the gateway's pod Running, and one nat-gateway.sh operation run with timing and metrics.
+ */
+import { poolsOf } from '../domain/addressing.js';
+import {
+  DependencyMissingError,
+  GatewayCommandError,
+  GatewayNotReadyError,
+  GatewayRefusedError,
+  InvalidSpecError,
+  NatGwDisabledError,
+} from '../domain/errors.js';
 import { gatewayApp } from '../domain/gateway-pod.js';
-import type { Deps, GatewayPod, NatGwOp } from '../ports.js';
+import type { Deps, GatewayPod, NatGwOp, Pool } from '../ports.js';
 import { checkDeadline, type Invocation } from './invocation.js';
+
+/** @throws NatGwDisabledError when the VPC NAT gateway feature is off (kube-ovn removes the gateway pods then) */
+export async function requireFeature(deps: Deps): Promise<void> {
+  const f = await deps.cluster.natGwFeature();
+  if (!f.enabled) throw new NatGwDisabledError(`iptables nat gw not enable: ${f.reason ?? 'disabled'}`);
+}
+
+/** The IPv4 pool of a subnet. @throws DependencyMissingError when it is missing, InvalidSpecError without IPv4 */
+export async function v4PoolOf(deps: Deps, name: string): Promise<{ v4: Pool; v6?: Pool }> {
+  const subnet = await deps.cluster.getSubnet(name);
+  if (!subnet)
+    throw new DependencyMissingError(`subnet ${name} not found (spec.externalSubnet)`, {
+      kind: 'Subnet',
+      name,
+    });
+  const pools = poolsOf(subnet);
+  const v4 = pools.find((p) => p.family === 4);
+  if (!v4) throw new InvalidSpecError(`subnet ${name} does not support ipv4`);
+  const v6 = pools.find((p) => p.family === 6);
+  return { v4, ...(v6 && { v6 }) };
+}
 
 /**
  * The gateway's pod, from `pods` (a listing the caller already has) or from the API.

@@ -1,19 +1,23 @@
 /**
  * EIP bandwidth QoS: every value that reaches the gateway is validated first (rates and bursts within what
  * `tc police` accepts, shared/domain/validation.ts), a missing or foreign policy is an explained rejection instead
- * of a silent no-op, and the unshared check looks at every other EIP (docs/kube-ovn-differences.md).
+ * of a silent no-op, and the unshared check looks at every other EIP (docs/kube-ovn-differences.md). `applyQos`
+ * at the end is the QoS step of add and update: it moves an address's filters from one policy to another.
  */
 import {
   DependencyMissingError,
   DependencyNotReadyError,
+  PermanentError,
   QoSPolicyError,
   QoSPolicyInUseError,
 } from '../domain/errors.js';
 import { type IptablesEip, Label, type QoSDirection, type QoSPolicy } from '../domain/kube-ovn.js';
 import { assertQosValue } from '../domain/validation.js';
-import type { Deps, GatewayPod } from '../ports.js';
+import type { Deps, EipObjectChange, GatewayPod } from '../ports.js';
 import { runGateway } from './gateway.js';
-import type { Invocation } from './invocation.js';
+import { type Invocation, updateEipMeta } from './invocation.js';
+import type { Run } from './prelude.js';
+import { labelChanges } from './view.js';
 
 export interface QosRule {
   name: string;
@@ -142,4 +146,99 @@ export async function removeQos(
   for (const d of ['ingress', 'egress'] as const) {
     if (directions.has(d)) await runGateway(inv, deps, pod, `eip-${d}-qos-del`, [ip]);
   }
+}
+
+// ------------------------------------------------------------------------------------------- the QoS step
+
+export interface QosResult {
+  /** The policy that should be applied ('' for none). */
+  wanted: string;
+  /** The policy now applied on the gateway ('' for none). */
+  applied: string;
+  /** Why the wanted policy is not applied. */
+  problem?: PermanentError;
+  /** The EIP after any label write the binding made. */
+  eip: IptablesEip;
+}
+
+/** What the QoS step is asked: move `ip` from policy `have` to `want`; `redo` when the gateway may have lost all. */
+export interface QosChange {
+  want: string;
+  have: string;
+  redo: boolean;
+}
+
+/**
+ * Moves the gateway's tc filters for `ip` from policy `have` to `want` (re-adding `want` on a redo or when the
+ * policy's rules were edited). A permanent problem (policy missing, invalid, bound elsewhere, refused by tc) is
+ * returned, not thrown: the address stays configured whatever happens here.
+ */
+export async function applyQos(
+  run: Run,
+  eip: IptablesEip,
+  pod: GatewayPod,
+  ip: string,
+  s: QosChange,
+  loaded?: LoadedQos,
+): Promise<QosResult> {
+  // After a redo the gateway may have lost every filter: nothing counts as applied until it is added again.
+  const result: QosResult = { wanted: s.want, applied: s.redo ? '' : s.have, eip };
+  try {
+    await moveQos(run, result, pod, ip, s, loaded);
+    return result;
+  } catch (e) {
+    if (!(e instanceof PermanentError)) throw e;
+    run.inv.log.warn('qos not applied', { code: e.code, message: e.message });
+    return { ...result, problem: e };
+  }
+}
+
+/** The steps of `applyQos`, keeping `result` up to date as each one is done (a failure leaves what is true). */
+async function moveQos(
+  run: Run,
+  result: QosResult,
+  pod: GatewayPod,
+  ip: string,
+  s: QosChange,
+  loaded: LoadedQos | undefined,
+): Promise<void> {
+  const { deps, inv } = run;
+  const edited = inv.event.reason === 'qos-policy-changed' && s.want === s.have && s.want !== '';
+  // The new policy is loaded and taken before the old one's filters go, so a policy that cannot be used leaves the
+  // old limits in place.
+  const adding = s.want !== '' && (s.redo || s.want !== s.have || edited);
+  const qos = adding ? (loaded ?? (await loadQos(deps, s.want))) : undefined;
+  if (qos && s.want !== s.have && !qos.shared) result.eip = await claimPolicy(run, result.eip, qos);
+  if (s.have && (s.have !== s.want || edited)) {
+    await removeQos(inv, deps, pod, ip, s.have, { allDirections: edited });
+    result.applied = '';
+  }
+  if (!qos) return;
+  result.applied = '';
+  await addQos(inv, deps, pod, ip, qos);
+  result.applied = qos.name;
+  if (qos.rules.length) run.did(`qos ${qos.name}`);
+}
+
+/**
+ * Takes an unshared policy for this EIP: its label goes on before any tc change and the check comes after, so of
+ * two EIPs racing for one policy neither gets it silently; a loser takes its label off again.
+ */
+async function claimPolicy(run: Run, eip: IptablesEip, qos: LoadedQos): Promise<IptablesEip> {
+  const { deps } = run;
+  const name = eip.metadata.name;
+  const label =
+    (value: string | null) =>
+    (e: IptablesEip): EipObjectChange | undefined => {
+      const labels = labelChanges(e.metadata.labels, { [Label.qos]: value });
+      return labels ? { labels } : undefined;
+    };
+  const labelled = (await updateEipMeta(deps, name, eip, label(qos.name))) ?? eip;
+  try {
+    await assertBindable(deps, labelled, qos);
+  } catch (e) {
+    await updateEipMeta(deps, name, labelled, label(eip.status?.qosPolicy || null));
+    throw e;
+  }
+  return labelled;
 }

@@ -154,3 +154,66 @@ export const ConditionType = {
   /** True while a requested deletion waits (for NAT rules still using the EIP). */
   deleting: 'Deleting',
 } as const;
+
+/** A problem as the conditions record it (a PermanentError's code and message). */
+export interface Problem {
+  code: string;
+  message: string;
+}
+
+/**
+ * The conditions of an EIP whose address is on the gateway: Ready=True; QoSApplied True for the wanted policy,
+ * False with its problem, absent when none is wanted; Validated=False while a change is refused, absent otherwise.
+ */
+export function configuredConditions(
+  eip: IptablesEip,
+  s: { ip: string; qosWanted: string; qosProblem?: Problem; refusal?: Problem },
+  now: string,
+): Condition[] {
+  let conditions = setCondition(
+    eip.status?.conditions,
+    {
+      type: ConditionType.ready,
+      status: 'True',
+      reason: 'Configured',
+      message: `${s.ip} is configured on the gateway`,
+    },
+    now,
+  );
+  if (s.qosProblem)
+    conditions = setCondition(
+      conditions,
+      {
+        type: ConditionType.qosApplied,
+        status: 'False',
+        reason: s.qosProblem.code,
+        message: s.qosProblem.message,
+      },
+      now,
+    );
+  else if (s.qosWanted)
+    conditions = setCondition(
+      conditions,
+      {
+        type: ConditionType.qosApplied,
+        status: 'True',
+        reason: 'Applied',
+        message: `qos policy ${s.qosWanted} is applied`,
+      },
+      now,
+    );
+  else conditions = removeCondition(conditions, ConditionType.qosApplied);
+  return s.refusal
+    ? setCondition(
+        conditions,
+        {
+          type: ConditionType.validated,
+          status: 'False',
+          reason: s.refusal.code,
+          message: s.refusal.message,
+          observedGeneration: eip.metadata.generation,
+        },
+        now,
+      )
+    : removeCondition(conditions, ConditionType.validated);
+}

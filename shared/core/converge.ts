@@ -1,0 +1,446 @@
+/**
+ * add and update: one level-triggered reconcile (ADR 0002). A terminating EIP is finalized (./delete.ts), a fresh
+ * one provisioned, a configured one maintained. Both read in the order the work happens: finalizer → allocation
+ * (durable) → address on the gateway → its placement recorded in IPAM → QoS → spec and labels → status. Helpers
+ * follow the two; the QoS step is `applyQos` (./qos.ts), the conditions written are `configuredConditions`
+ * (./view.ts).
+ */
+import {
+  IPAM_HOME_ANNOTATION,
+  parseAddress,
+  prefixLength,
+  staticAddressProblem,
+} from '../domain/addressing.js';
+import {
+  AddressOutOfRangeError,
+  ConflictError,
+  DependencyMissingError,
+  GatewayNotReadyError,
+  InvalidSpecError,
+  type PermanentError,
+  UnsupportedChangeError,
+} from '../domain/errors.js';
+import { DEFAULT_EXTERNAL_SUBNET, externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
+import { assertName, macProblem } from '../domain/validation.js';
+import type {
+  Allocation,
+  ClaimOptions,
+  Deps,
+  EipObjectChange,
+  GatewayPod,
+  Owner,
+  Placement,
+  Pool,
+} from '../ports.js';
+import { finalize } from './delete.js';
+import { requireFeature, runningGatewayPod, v4PoolOf } from './gateway.js';
+import { updateEipMeta } from './invocation.js';
+import type { Outcome } from './outcome.js';
+import { podAddressesOn, refuseGatewayPodAddress } from './pod-addresses.js';
+import { natStatus, type Run, validName } from './prelude.js';
+import { applyQos, assertBindable, type LoadedQos, loadQos, type QosResult } from './qos.js';
+import { rejectedAfterConfiguring } from './settle.js';
+import {
+  configuredConditions,
+  desiredLabels,
+  hasOurFinalizer,
+  type LabelFacts,
+  labelChanges,
+  macFor,
+  redoToken,
+  statusChanges,
+  withFinalizer,
+} from './view.js';
+
+/**
+ * add and update converge the same way; the handler name only says why they were called. A terminating EIP is
+ * finalized, a fresh one provisioned, a configured one maintained.
+ */
+export function converge(run: Run, eip: IptablesEip): Promise<Outcome> {
+  if (eip.metadata.deletionTimestamp) return finalize(run, eip); // also an EIP first seen while terminating
+  if (!eip.status?.ip) {
+    validateSpec(eip);
+    return provision(run, eip);
+  }
+  // A configured EIP keeps its address whatever its spec now says: an invalid value is reported like a refused
+  // change, after the address is seen to.
+  let invalid: InvalidSpecError | undefined;
+  try {
+    validateSpec(eip);
+  } catch (e) {
+    if (!(e instanceof InvalidSpecError)) throw e;
+    invalid = e;
+  }
+  return maintain(run, eip, invalid);
+}
+
+// ------------------------------------------------------------------------------------------- a fresh EIP
+
+async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
+  const { deps } = run;
+  const name = eip0.metadata.name;
+  const owner = { uid: eip0.metadata.uid, name };
+
+  // Everything that can refuse is checked before anything is held: the feature, the subnet, the gateway and its
+  // attachment to the subnet, the QoS policy (missing, invalid or bound elsewhere: the EIP waits for it).
+  const need = await whatTheAddNeeds(deps, eip0);
+
+  // 1. The finalizer before anything is allocated. Without it, no earlier attempt got as far as claiming (every
+  //    claim comes after it, under the lease): this is a first attempt, and the allocator need not look for an
+  //    earlier claim. Where its claims will go is recorded in the same write, so a retry looks there (ADR 0043).
+  const firstAttempt = !hasOurFinalizer(eip0);
+  const suggested = firstAttempt && !need.requested ? deps.ipam.suggestHome?.(need.v4) : undefined;
+  let eip = await updateEipMeta(deps, name, eip0, (e) => {
+    const finalizers = withFinalizer(e.metadata.finalizers);
+    if (!finalizers) return undefined;
+    return { finalizers, ...(suggested && { annotations: { [IPAM_HOME_ANNOTATION]: suggested } }) };
+  });
+  if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
+  if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('finalizer');
+
+  // 2. Allocation, durable before the gateway is touched, with where the address is about to be configured in the
+  //    same write (ADR 0041: clean-up may then run eip-del where the add never happened, which changes nothing).
+  const placement: Placement = { gateway: need.gateway, prefix: prefixLength(need.v4) };
+  const { v4, v6 } = await allocate(run, need, owner, placement, {
+    firstAttempt,
+    home: eip.metadata.annotations?.[IPAM_HOME_ANNOTATION],
+  });
+
+  // 3. The address on the gateway; its placement was recorded with the claim (a retry's older allocation may
+  //    still need it moved here).
+  const pod = await runningGatewayPod(deps, need.gateway, need.pods);
+  await run.gw(pod, 'eip-add', [`${v4.address}/${placement.prefix},${need.v4.gateway}`]);
+  await recordPlacement(run, v4, placement);
+
+  // 4. QoS: a problem from here on leaves the address configured and is reported in its own condition.
+  const want = { want: need.qos?.name ?? '', have: '', redo: true };
+  const q = await applyQos(run, eip, pod, v4.address, want, need.qos);
+
+  // 5. Spec and labels in one write, then status.
+  const facts: LabelFacts = { subnet: v4.subnet, gateway: need.gateway, ip: v4.address, qos: q.applied };
+  eip = await updateEipMeta(deps, name, eip, (e) => configuredSpec(e, facts, v6));
+  if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
+  await writeConfiguredStatus(run, eip, { ip: v4.address, redo: redoToken(pod), qos: q });
+  return q.problem ? rejectedAfterConfiguring(run, eip, q.problem) : run.outcome(name, v4.address);
+}
+
+/** What an add found it may go on with: nothing is held yet. */
+interface AddNeeds {
+  gateway: string;
+  /** The external subnet's pools. */
+  v4: Pool;
+  v6?: Pool;
+  /** spec.v4ip, when the user asked for an address. */
+  requested?: string;
+  /** The gateway pods, listed once: their own addresses are avoided, and the exec needs the pod. */
+  pods: readonly GatewayPod[];
+  qos?: LoadedQos;
+}
+
+/**
+ * The checks before anything is held, each a refusal: the feature, the subnet, the gateway and its attachment, a
+ * requested address, the QoS policy. @throws PermanentError (or a retryable one, such as a policy not ready yet)
+ */
+async function whatTheAddNeeds(deps: Deps, eip: IptablesEip): Promise<AddNeeds> {
+  await requireFeature(deps);
+  const network = externalNetworkOf(eip);
+  const target = await v4PoolOf(deps, network);
+  const gateway = eip.spec.natGwDp!;
+  await requireAttachedGateway(deps, gateway, network);
+  const requested = eip.spec.v4ip;
+  const unusable = requested ? staticAddressProblem(target.v4, requested) : undefined;
+  if (unusable) throw new AddressOutOfRangeError(`spec.v4ip: ${unusable}`);
+  // The gateway pods' own addresses: never an EIP's (ADR 0042). The add needs the pod list for the exec anyway.
+  const pods = await deps.cluster.listGatewayPods();
+  if (requested) refuseGatewayPodAddress(pods, target.v4, requested);
+  const qos = eip.spec.qosPolicy ? await loadQos(deps, eip.spec.qosPolicy) : undefined;
+  if (qos) await assertBindable(deps, eip, qos);
+  return { gateway, ...target, ...(requested && { requested }), pods, ...(qos && { qos }) };
+}
+
+/** @throws DependencyMissingError when the gateway is missing, InvalidSpecError when not attached to `network` */
+async function requireAttachedGateway(deps: Deps, name: string, network: string): Promise<void> {
+  const gateway = await deps.cluster.getVpcNatGateway(name);
+  if (!gateway)
+    throw new DependencyMissingError(`vpc nat gateway ${name} not found (spec.natGwDp)`, {
+      kind: 'VpcNatGateway',
+      name,
+    });
+  // An address from a subnet the gateway is not attached to would land on net1 and re-point its default route.
+  const attached = gateway.spec.externalSubnets?.length
+    ? gateway.spec.externalSubnets
+    : [DEFAULT_EXTERNAL_SUBNET];
+  if (!attached.includes(network))
+    throw new InvalidSpecError(
+      `vpc nat gateway ${name} is not attached to subnet ${network} (its external subnets: ${attached.join(', ')})`,
+    );
+}
+
+/**
+ * Claims the add's addresses: the requested one, or any (the owner's existing one, if a retry), at its recorded
+ * home; an IPv6 one too on a dual-stack subnet. The gateway pods' own addresses are avoided here; the garbage
+ * collector records them in IPAM (ADR 0042).
+ */
+async function allocate(
+  run: Run,
+  need: AddNeeds,
+  owner: Owner,
+  placement: Placement,
+  o: { firstAttempt: boolean; home: string | undefined },
+): Promise<{ v4: Allocation; v6?: Allocation }> {
+  const { ipam } = run.deps;
+  const claim: ClaimOptions = {
+    firstAttempt: o.firstAttempt,
+    avoid: podAddressesOn(need.pods, need.v4.subnet),
+    ...(o.home && { home: o.home }),
+  };
+  let v4: Allocation;
+  if (need.requested) {
+    const held = await ipam.findByOwner(owner.uid);
+    v4 = await ipam.claimAddress(need.v4, need.requested, owner, placement);
+    // The user changed spec.v4ip before the EIP was ever configured: give back what the old request claimed.
+    for (const a of held)
+      if (a.family === 4 && a.address !== v4.address) await ipam.release(a.subnet, a.address, owner.uid);
+  } else {
+    v4 = await ipam.claimAny(need.v4, owner, placement, claim);
+  }
+  const v6 = need.v6 ? await ipam.claimAny(need.v6, owner, undefined, claim) : undefined;
+  run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
+  return { v4, ...(v6 && { v6 }) };
+}
+
+/**
+ * The add's one metadata write once the address is configured: spec.v4ip/v6ip name the claim (what a retry
+ * claims from here on), the MAC, the labels; the IPAM home annotation has served and goes.
+ */
+function configuredSpec(
+  e: IptablesEip,
+  facts: LabelFacts,
+  v6: Allocation | undefined,
+): EipObjectChange | undefined {
+  const spec: Record<string, string> = {};
+  if (e.spec.v4ip !== facts.ip) spec.v4ip = facts.ip;
+  if (v6 && e.spec.v6ip !== v6.address) spec.v6ip = v6.address;
+  if (!e.spec.macAddress) spec.macAddress = macFor(e.metadata.uid);
+  const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
+  const annotations =
+    e.metadata.annotations?.[IPAM_HOME_ANNOTATION] !== undefined
+      ? { [IPAM_HOME_ANNOTATION]: null }
+      : undefined;
+  const change: EipObjectChange = {
+    ...(Object.keys(spec).length && { spec }),
+    ...(labels && { labels }),
+    ...(annotations && { annotations }),
+  };
+  return Object.keys(change).length ? change : undefined;
+}
+
+// ------------------------------------------------------------------------------------------- a configured EIP
+
+/**
+ * A configured EIP: the address is re-added where it is configured whenever the gateway may have lost it, before
+ * anything else can fail; a change of gateway, subnet or address is refused and reported without stopping that;
+ * QoS follows and reports its own problems.
+ */
+async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError): Promise<Outcome> {
+  const { deps, inv } = run;
+  const name = eip0.metadata.name;
+  const ip = eip0.status!.ip!;
+  await requireFeature(deps);
+
+  // Where the address really is: the allocation this EIP holds for it and its recorded placement. An EIP configured
+  // before placements were recorded falls back to its labels (then its spec), and gets its placement recorded now.
+  const alloc = await heldOrAdopted(run, eip0, ip, invalid);
+  const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
+  const placement = placementOf(eip0, ip, alloc, pool, invalid);
+
+  // Refused changes: the address stays where it is, and the refusal is reported after the address is seen to.
+  const refused = invalid ?? refusedChange(eip0, ip, alloc, placement);
+
+  // The address first. Redo when the gateway restarted since we configured it (the token moved), someone asked
+  // for one the kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second
+  // resolution (as Kubernetes' startedAt), so a restart within the same second is only visible through that last
+  // hint; re-adding is idempotent, so trusting it costs one exec per EIP.
+  const pod = await podWhereConfigured(deps, placement.gateway, ip);
+  const token = redoToken(pod);
+  const redo =
+    eip0.status?.redo !== token || eip0.status?.ready !== true || inv.event.reason === 'gateway-restarted';
+  if (redo) await run.gw(pod, 'eip-add', [`${ip}/${placement.prefix},${pool.gateway}`]);
+  await recordPlacement(run, alloc, placement);
+
+  // Then QoS, then metadata (finalizer, labels as configured), then status.
+  const have = eip0.status?.qosPolicy ?? '';
+  const want = invalid ? have : (eip0.spec.qosPolicy ?? ''); // an invalid spec changes nothing on the gateway
+  const q = await applyQos(run, eip0, pod, ip, { want, have, redo });
+  const facts: LabelFacts = { subnet: alloc.subnet, gateway: placement.gateway, ip, qos: q.applied };
+  const eip = await updateEipMeta(deps, name, q.eip, (e) => configuredMeta(e, facts));
+  if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
+  if (eip.metadata.resourceVersion !== q.eip.metadata.resourceVersion) run.did('metadata');
+  await writeConfiguredStatus(run, eip, { ip, redo: token, qos: q, ...(refused && { refusal: refused }) });
+  const problem = refused ?? q.problem;
+  return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, ip);
+}
+
+/**
+ * The allocation this EIP holds for its address; one configured before this table existed (or lost from it) is
+ * adopted, from its labelled subnet, else its spec's. Another EIP's address is refused.
+ */
+async function heldOrAdopted(
+  run: Run,
+  eip: IptablesEip,
+  ip: string,
+  invalid: InvalidSpecError | undefined,
+): Promise<Allocation> {
+  const { deps } = run;
+  const owner = { uid: eip.metadata.uid, name: eip.metadata.name };
+  const held = (await deps.ipam.findByOwner(owner.uid)).find((a) => a.family === 4 && a.address === ip);
+  if (held) return held;
+  const network = validName(eip.metadata.labels?.[Label.subnet]) ?? validName(externalNetworkOf(eip));
+  if (!network)
+    throw invalid ?? new InvalidSpecError(`${ip} is not held by this EIP and has no valid subnet`);
+  const adoptFrom = (await v4PoolOf(deps, network)).v4;
+  // A gateway pod's own address is never an EIP's: the pods are listed only on this rare path (ADR 0042).
+  refuseGatewayPodAddress(await deps.cluster.listGatewayPods(), adoptFrom, ip);
+  const adopted = await deps.ipam.claimAddress(adoptFrom, ip, owner);
+  run.did(`adopt ${ip}`);
+  return adopted;
+}
+
+/** Where the address is configured: its recorded placement, else the gateway its labels (then spec) name. */
+function placementOf(
+  eip: IptablesEip,
+  ip: string,
+  alloc: Allocation,
+  pool: Pool,
+  invalid: InvalidSpecError | undefined,
+): Placement {
+  if (alloc.placement) return alloc.placement;
+  const fallbackGateway = validName(eip.metadata.labels?.[Label.natGwName]) ?? validName(eip.spec.natGwDp);
+  if (!fallbackGateway) throw invalid ?? new InvalidSpecError(`no gateway is known for ${ip}`);
+  return { gateway: fallbackGateway, prefix: prefixLength(pool) };
+}
+
+/** A change of address, gateway or subnet a configured EIP asks for: refused (kube-ovn's words). */
+function refusedChange(
+  eip: IptablesEip,
+  ip: string,
+  alloc: Allocation,
+  placement: Placement,
+): UnsupportedChangeError | undefined {
+  const { v4ip, natGwDp } = eip.spec;
+  const network = externalNetworkOf(eip);
+  if (v4ip && v4ip !== ip)
+    return new UnsupportedChangeError(`not support eip change ip, old ip '${ip}', new ip '${v4ip}'`);
+  if (natGwDp !== placement.gateway)
+    return new UnsupportedChangeError(
+      `not support eip change natGwDp, old '${placement.gateway}', new '${natGwDp}'`,
+    );
+  if (network !== alloc.subnet)
+    return new UnsupportedChangeError(
+      `not support eip change externalSubnet, old '${alloc.subnet}', new '${network}'`,
+    );
+  return undefined;
+}
+
+/**
+ * The pod of the gateway the address is configured on. No pod because the gateway itself is gone: the address is
+ * on no gateway until it is back (a DependencyMissingError, not a retry).
+ */
+async function podWhereConfigured(deps: Deps, gateway: string, ip: string): Promise<GatewayPod> {
+  try {
+    return await runningGatewayPod(deps, gateway);
+  } catch (e) {
+    if (e instanceof GatewayNotReadyError && !(await deps.cluster.getVpcNatGateway(gateway)))
+      throw new DependencyMissingError(`vpc nat gateway ${gateway} not found; ${ip} is configured on it`, {
+        kind: 'VpcNatGateway',
+        name: gateway,
+      });
+    throw e;
+  }
+}
+
+/** The maintain's metadata write: the finalizer and the labels as configured. */
+function configuredMeta(e: IptablesEip, facts: LabelFacts): EipObjectChange | undefined {
+  const finalizers = withFinalizer(e.metadata.finalizers);
+  const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
+  return finalizers || labels ? { ...(finalizers && { finalizers }), ...(labels && { labels }) } : undefined;
+}
+
+// ------------------------------------------------------------------------------------------- shared by both
+
+/** Records where the address is configured; the owner must still hold it (a lease holder always does). */
+async function recordPlacement(run: Run, a: Allocation, placement: Placement): Promise<void> {
+  if (a.placement?.gateway === placement.gateway && a.placement.prefix === placement.prefix) return;
+  if (!(await run.deps.ipam.place(a.subnet, a.address, a.owner.uid, placement)))
+    throw new ConflictError(
+      `${a.address} is no longer held by ${a.owner.uid}; its placement was not recorded`,
+    );
+  run.did(`place ${a.address} on ${placement.gateway}`);
+}
+
+/** Status of an EIP whose address is on the gateway: Ready, and the QoS and refusal conditions. */
+async function writeConfiguredStatus(
+  run: Run,
+  eip: IptablesEip,
+  s: { ip: string; redo: string; qos: QosResult; refusal?: PermanentError },
+): Promise<void> {
+  const { deps } = run;
+  const { qos, refusal } = s;
+  const conditions = configuredConditions(
+    eip,
+    {
+      ip: s.ip,
+      qosWanted: qos.wanted,
+      ...(qos.problem && { qosProblem: qos.problem }),
+      ...(refusal && { refusal }),
+    },
+    run.now(),
+  );
+  const change = statusChanges(eip, {
+    ready: true,
+    ip: s.ip,
+    redo: s.redo,
+    nat: await natStatus(run, eip),
+    qosPolicy: qos.applied,
+    conditions,
+  });
+  if (!change) return;
+  await deps.cluster.patchEipStatus(eip.metadata.name, change);
+  run.did(`status ${Object.keys(change).join(',')}`);
+  // status.ip is written once per EIP: that is when an EIP has got its address.
+  if (change.ip !== undefined && !eip.status?.ip)
+    deps.metrics.count('Allocations', 1, {
+      subnet: eip.metadata.labels?.[Label.subnet] ?? externalNetworkOf(eip),
+    });
+  const problem = refusal ?? qos.problem;
+  const before = eip.status?.conditions?.find((c) => c.reason === problem?.code && c.status === 'False');
+  if (problem && !before)
+    await deps.cluster.emitEvent(eip, { type: 'Warning', reason: problem.code, message: problem.message });
+}
+
+// ------------------------------------------------------------------------------------------- validation
+
+/**
+ * Checks the spec alone, before any API call: names that become URL path segments or label values, the MAC, the
+ * requested address. @throws InvalidSpecError
+ */
+function validateSpec(eip: IptablesEip): void {
+  const { natGwDp, externalSubnet, qosPolicy, macAddress, v4ip } = eip.spec;
+  if (!natGwDp) throw new InvalidSpecError('parameter "natGwDp" cannot be empty');
+  assertName('natGwDp', natGwDp);
+  if (externalSubnet) assertName('externalSubnet', externalSubnet);
+  if (qosPolicy) assertName('qosPolicy', qosPolicy);
+  if (macAddress) {
+    const problem = macProblem(macAddress);
+    if (problem)
+      throw new InvalidSpecError(`macAddress ${JSON.stringify(macAddress.slice(0, 32))} ${problem}`);
+  }
+  // kube-ovn's words ("failed to parse eip ip"), with the field named. Surrounding spaces are refused, not trimmed:
+  // the value a user wrote is the value checked.
+  if (v4ip && parseAddress(v4ip)?.family !== 4)
+    throw new InvalidSpecError(`spec.v4ip: failed to parse eip ip ${JSON.stringify(v4ip.slice(0, 64))}`);
+  if (eip.spec.v6ip && parseAddress(eip.spec.v6ip)?.family !== 6)
+    throw new InvalidSpecError(
+      `spec.v6ip: ${JSON.stringify(eip.spec.v6ip.slice(0, 64))} is not an IPv6 address`,
+    );
+}
