@@ -2,38 +2,28 @@
  * add and update: one level-triggered reconcile (ADR 0002). A terminating EIP is finalized (./delete.ts), a fresh
  * one provisioned, a configured one maintained. Both read in the order the work happens: finalizer → allocation
  * (durable) → address on the gateway → its placement recorded in IPAM → QoS → spec and labels → status. Helpers
- * follow the two; the QoS step is `applyQos` (./qos.ts), the conditions written are `configuredConditions`
- * (./view.ts).
+ * follow the two; the spec is checked by `validateSpec` (shared/domain/validation.ts), the gateway reached through
+ * ./gateway.ts, the QoS step is `applyQos` (./qos.ts), and what is written is computed in ./view.ts (pure).
  */
-import {
-  IPAM_HOME_ANNOTATION,
-  parseAddress,
-  prefixLength,
-  staticAddressProblem,
-} from '../domain/addressing.js';
+import { IPAM_HOME_ANNOTATION, prefixLength, staticAddressProblem } from '../domain/addressing.js';
 import {
   AddressOutOfRangeError,
   ConflictError,
-  DependencyMissingError,
-  GatewayNotReadyError,
   InvalidSpecError,
   type PermanentError,
   UnsupportedChangeError,
 } from '../domain/errors.js';
-import { DEFAULT_EXTERNAL_SUBNET, externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
-import { assertName, macProblem } from '../domain/validation.js';
-import type {
-  Allocation,
-  ClaimOptions,
-  Deps,
-  EipObjectChange,
-  GatewayPod,
-  Owner,
-  Placement,
-  Pool,
-} from '../ports.js';
+import { externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
+import { validateSpec } from '../domain/validation.js';
+import type { Allocation, ClaimOptions, Deps, GatewayPod, Owner, Placement, Pool } from '../ports.js';
 import { finalize } from './delete.js';
-import { requireFeature, runningGatewayPod, v4PoolOf } from './gateway.js';
+import {
+  podWhereConfigured,
+  requireAttachedGateway,
+  requireFeature,
+  runningGatewayPod,
+  v4PoolOf,
+} from './gateway.js';
 import { updateEipMeta } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { podAddressesOn, refuseGatewayPodAddress } from './pod-addresses.js';
@@ -41,12 +31,11 @@ import { natStatus, type Run, validName } from './prelude.js';
 import { applyQos, assertBindable, type LoadedQos, loadQos, type QosResult } from './qos.js';
 import { rejectedAfterConfiguring } from './settle.js';
 import {
+  addedMeta,
   configuredConditions,
-  desiredLabels,
   hasOurFinalizer,
   type LabelFacts,
-  labelChanges,
-  macFor,
+  maintainedMeta,
   redoToken,
   statusChanges,
   withFinalizer,
@@ -113,12 +102,18 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   await recordPlacement(run, v4, placement);
 
   // 4. QoS: a problem from here on leaves the address configured and is reported in its own condition.
-  const want = { want: need.qos?.name ?? '', have: '', redo: true };
-  const q = await applyQos(run, eip, pod, v4.address, want, need.qos);
+  const q = await applyQos(
+    run,
+    eip,
+    pod,
+    v4.address,
+    { want: need.qos?.name ?? '', have: '', redo: true },
+    need.qos,
+  );
 
   // 5. Spec and labels in one write, then status.
   const facts: LabelFacts = { subnet: v4.subnet, gateway: need.gateway, ip: v4.address, qos: q.applied };
-  eip = await updateEipMeta(deps, name, eip, (e) => configuredSpec(e, facts, v6));
+  eip = await updateEipMeta(deps, name, eip, (e) => addedMeta(e, facts, v6?.address));
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
   await writeConfiguredStatus(run, eip, { ip: v4.address, redo: redoToken(pod), qos: q });
   return q.problem ? rejectedAfterConfiguring(run, eip, q.problem) : run.outcome(name, v4.address);
@@ -158,24 +153,6 @@ async function whatTheAddNeeds(deps: Deps, eip: IptablesEip): Promise<AddNeeds> 
   return { gateway, ...target, ...(requested && { requested }), pods, ...(qos && { qos }) };
 }
 
-/** @throws DependencyMissingError when the gateway is missing, InvalidSpecError when not attached to `network` */
-async function requireAttachedGateway(deps: Deps, name: string, network: string): Promise<void> {
-  const gateway = await deps.cluster.getVpcNatGateway(name);
-  if (!gateway)
-    throw new DependencyMissingError(`vpc nat gateway ${name} not found (spec.natGwDp)`, {
-      kind: 'VpcNatGateway',
-      name,
-    });
-  // An address from a subnet the gateway is not attached to would land on net1 and re-point its default route.
-  const attached = gateway.spec.externalSubnets?.length
-    ? gateway.spec.externalSubnets
-    : [DEFAULT_EXTERNAL_SUBNET];
-  if (!attached.includes(network))
-    throw new InvalidSpecError(
-      `vpc nat gateway ${name} is not attached to subnet ${network} (its external subnets: ${attached.join(', ')})`,
-    );
-}
-
 /**
  * Claims the add's addresses: the requested one, or any (the owner's existing one, if a retry), at its recorded
  * home; an IPv6 one too on a dual-stack subnet. The gateway pods' own addresses are avoided here; the garbage
@@ -207,32 +184,6 @@ async function allocate(
   const v6 = need.v6 ? await ipam.claimAny(need.v6, owner, undefined, claim) : undefined;
   run.did(`allocate ${v4.address}${v6 ? ` ${v6.address}` : ''}`);
   return { v4, ...(v6 && { v6 }) };
-}
-
-/**
- * The add's one metadata write once the address is configured: spec.v4ip/v6ip name the claim (what a retry
- * claims from here on), the MAC, the labels; the IPAM home annotation has served and goes.
- */
-function configuredSpec(
-  e: IptablesEip,
-  facts: LabelFacts,
-  v6: Allocation | undefined,
-): EipObjectChange | undefined {
-  const spec: Record<string, string> = {};
-  if (e.spec.v4ip !== facts.ip) spec.v4ip = facts.ip;
-  if (v6 && e.spec.v6ip !== v6.address) spec.v6ip = v6.address;
-  if (!e.spec.macAddress) spec.macAddress = macFor(e.metadata.uid);
-  const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
-  const annotations =
-    e.metadata.annotations?.[IPAM_HOME_ANNOTATION] !== undefined
-      ? { [IPAM_HOME_ANNOTATION]: null }
-      : undefined;
-  const change: EipObjectChange = {
-    ...(Object.keys(spec).length && { spec }),
-    ...(labels && { labels }),
-    ...(annotations && { annotations }),
-  };
-  return Object.keys(change).length ? change : undefined;
 }
 
 // ------------------------------------------------------------------------------------------- a configured EIP
@@ -273,7 +224,7 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
   const want = invalid ? have : (eip0.spec.qosPolicy ?? ''); // an invalid spec changes nothing on the gateway
   const q = await applyQos(run, eip0, pod, ip, { want, have, redo });
   const facts: LabelFacts = { subnet: alloc.subnet, gateway: placement.gateway, ip, qos: q.applied };
-  const eip = await updateEipMeta(deps, name, q.eip, (e) => configuredMeta(e, facts));
+  const eip = await updateEipMeta(deps, name, q.eip, (e) => maintainedMeta(e, facts));
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
   if (eip.metadata.resourceVersion !== q.eip.metadata.resourceVersion) run.did('metadata');
   await writeConfiguredStatus(run, eip, { ip, redo: token, qos: q, ...(refused && { refusal: refused }) });
@@ -342,30 +293,6 @@ function refusedChange(
   return undefined;
 }
 
-/**
- * The pod of the gateway the address is configured on. No pod because the gateway itself is gone: the address is
- * on no gateway until it is back (a DependencyMissingError, not a retry).
- */
-async function podWhereConfigured(deps: Deps, gateway: string, ip: string): Promise<GatewayPod> {
-  try {
-    return await runningGatewayPod(deps, gateway);
-  } catch (e) {
-    if (e instanceof GatewayNotReadyError && !(await deps.cluster.getVpcNatGateway(gateway)))
-      throw new DependencyMissingError(`vpc nat gateway ${gateway} not found; ${ip} is configured on it`, {
-        kind: 'VpcNatGateway',
-        name: gateway,
-      });
-    throw e;
-  }
-}
-
-/** The maintain's metadata write: the finalizer and the labels as configured. */
-function configuredMeta(e: IptablesEip, facts: LabelFacts): EipObjectChange | undefined {
-  const finalizers = withFinalizer(e.metadata.finalizers);
-  const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
-  return finalizers || labels ? { ...(finalizers && { finalizers }), ...(labels && { labels }) } : undefined;
-}
-
 // ------------------------------------------------------------------------------------------- shared by both
 
 /** Records where the address is configured; the owner must still hold it (a lease holder always does). */
@@ -416,31 +343,4 @@ async function writeConfiguredStatus(
   const before = eip.status?.conditions?.find((c) => c.reason === problem?.code && c.status === 'False');
   if (problem && !before)
     await deps.cluster.emitEvent(eip, { type: 'Warning', reason: problem.code, message: problem.message });
-}
-
-// ------------------------------------------------------------------------------------------- validation
-
-/**
- * Checks the spec alone, before any API call: names that become URL path segments or label values, the MAC, the
- * requested address. @throws InvalidSpecError
- */
-function validateSpec(eip: IptablesEip): void {
-  const { natGwDp, externalSubnet, qosPolicy, macAddress, v4ip } = eip.spec;
-  if (!natGwDp) throw new InvalidSpecError('parameter "natGwDp" cannot be empty');
-  assertName('natGwDp', natGwDp);
-  if (externalSubnet) assertName('externalSubnet', externalSubnet);
-  if (qosPolicy) assertName('qosPolicy', qosPolicy);
-  if (macAddress) {
-    const problem = macProblem(macAddress);
-    if (problem)
-      throw new InvalidSpecError(`macAddress ${JSON.stringify(macAddress.slice(0, 32))} ${problem}`);
-  }
-  // kube-ovn's words ("failed to parse eip ip"), with the field named. Surrounding spaces are refused, not trimmed:
-  // the value a user wrote is the value checked.
-  if (v4ip && parseAddress(v4ip)?.family !== 4)
-    throw new InvalidSpecError(`spec.v4ip: failed to parse eip ip ${JSON.stringify(v4ip.slice(0, 64))}`);
-  if (eip.spec.v6ip && parseAddress(eip.spec.v6ip)?.family !== 6)
-    throw new InvalidSpecError(
-      `spec.v6ip: ${JSON.stringify(eip.spec.v6ip.slice(0, 64))} is not an IPv6 address`,
-    );
 }

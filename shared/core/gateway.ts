@@ -1,6 +1,7 @@
 /**
  * Reaching the gateway: the NAT gateway feature on, the external subnet's pools (an address's prefix and next
- * hop), the gateway's pod Running, and one nat-gateway.sh operation run with timing and metrics.
+ * hop), the gateway there and attached to the subnet, its pod Running, and one nat-gateway.sh operation run with
+ * timing and metrics.
  */
 import { poolsOf } from '../domain/addressing.js';
 import {
@@ -12,6 +13,7 @@ import {
   NatGwDisabledError,
 } from '../domain/errors.js';
 import { gatewayApp } from '../domain/gateway-pod.js';
+import { DEFAULT_EXTERNAL_SUBNET } from '../domain/kube-ovn.js';
 import type { Deps, GatewayPod, NatGwOp, Pool } from '../ports.js';
 import { checkDeadline, type Invocation } from './invocation.js';
 
@@ -36,6 +38,23 @@ export async function v4PoolOf(deps: Deps, name: string): Promise<{ v4: Pool; v6
   return { v4, ...(v6 && { v6 }) };
 }
 
+/** @throws DependencyMissingError when the gateway is missing, InvalidSpecError when not attached to `network` */
+export async function requireAttachedGateway(deps: Deps, name: string, network: string): Promise<void> {
+  const gateway = await deps.cluster.getVpcNatGateway(name);
+  if (!gateway)
+    throw new DependencyMissingError(`vpc nat gateway ${name} not found (spec.natGwDp)`, {
+      kind: 'VpcNatGateway',
+      name,
+    });
+  // An address from a subnet the gateway is not attached to would land on net1 and re-point its default route.
+  const attached = gateway.spec.externalSubnets?.length
+    ? gateway.spec.externalSubnets
+    : [DEFAULT_EXTERNAL_SUBNET];
+  if (!attached.includes(network))
+    throw new InvalidSpecError(
+      `vpc nat gateway ${name} is not attached to subnet ${network} (its external subnets: ${attached.join(', ')})`,
+    );
+}
 /**
  * The gateway's pod, from `pods` (a listing the caller already has) or from the API.
  * @throws GatewayNotReadyError when the gateway has no pod, several, or it is not Running with its container ready.
@@ -59,6 +78,22 @@ export async function runningGatewayPod(
   return pod;
 }
 
+/**
+ * The pod of the gateway the address is configured on. No pod because the gateway itself is gone: the address is
+ * on no gateway until it is back (a DependencyMissingError, not a retry).
+ */
+export async function podWhereConfigured(deps: Deps, gateway: string, ip: string): Promise<GatewayPod> {
+  try {
+    return await runningGatewayPod(deps, gateway);
+  } catch (e) {
+    if (e instanceof GatewayNotReadyError && !(await deps.cluster.getVpcNatGateway(gateway)))
+      throw new DependencyMissingError(`vpc nat gateway ${gateway} not found; ${ip} is configured on it`, {
+        kind: 'VpcNatGateway',
+        name: gateway,
+      });
+    throw e;
+  }
+}
 /**
  * What the gateway's tools print when they refuse a value (iproute2's `Illegal "rate"`, `Error: argument … is
  * wrong`, `What is "…"?`, `… MUST be specified`, `invalid …`). A failure without such a message (a missing device

@@ -3,6 +3,7 @@
  * token and the MAC. Kept apart from the operations so each rule is tested on its own.
  */
 import { createHash } from 'node:crypto';
+import { IPAM_HOME_ANNOTATION } from '../domain/addressing.js';
 import {
   type Condition,
   FINALIZER,
@@ -12,7 +13,7 @@ import {
   LEGACY_FINALIZER,
   type NatRuleKind,
 } from '../domain/kube-ovn.js';
-import type { EipStatusChange, NatRuleRef } from '../ports.js';
+import type { EipObjectChange, EipStatusChange, NatRuleRef } from '../ports.js';
 
 /** Where a configured EIP's address is, as its labels show it. */
 export interface LabelFacts {
@@ -216,4 +217,37 @@ export function configuredConditions(
         now,
       )
     : removeCondition(conditions, ConditionType.validated);
+}
+
+/**
+ * An add's one metadata write once the address is configured: spec.v4ip (and v6ip) name the claim (what a retry
+ * claims from here on), the MAC, the labels; the IPAM home annotation has served and goes.
+ */
+export function addedMeta(
+  e: IptablesEip,
+  facts: LabelFacts,
+  v6ip: string | undefined,
+): EipObjectChange | undefined {
+  const spec: Record<string, string> = {};
+  if (e.spec.v4ip !== facts.ip) spec.v4ip = facts.ip;
+  if (v6ip && e.spec.v6ip !== v6ip) spec.v6ip = v6ip;
+  if (!e.spec.macAddress) spec.macAddress = macFor(e.metadata.uid);
+  const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
+  const annotations =
+    e.metadata.annotations?.[IPAM_HOME_ANNOTATION] !== undefined
+      ? { [IPAM_HOME_ANNOTATION]: null }
+      : undefined;
+  const change: EipObjectChange = {
+    ...(Object.keys(spec).length && { spec }),
+    ...(labels && { labels }),
+    ...(annotations && { annotations }),
+  };
+  return Object.keys(change).length ? change : undefined;
+}
+
+/** A configured EIP's metadata write: the finalizer, and the labels as configured. */
+export function maintainedMeta(e: IptablesEip, facts: LabelFacts): EipObjectChange | undefined {
+  const finalizers = withFinalizer(e.metadata.finalizers);
+  const labels = labelChanges(e.metadata.labels, desiredLabels(facts));
+  return finalizers || labels ? { ...(finalizers && { finalizers }), ...(labels && { labels }) } : undefined;
 }

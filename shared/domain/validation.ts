@@ -4,7 +4,9 @@
  * segment), a MAC is a unicast 48-bit address, and QoS rates and bursts fit what `tc police` takes
  * (docs/kube-ovn-differences.md).
  */
+import { parseAddress } from './addressing.js';
 import { InvalidSpecError, QoSPolicyError } from './errors.js';
+import type { IptablesEip } from './kube-ovn.js';
 
 const DNS1123_LABEL = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
 const DNS1123_SUBDOMAIN = new RegExp(`^${DNS1123_LABEL}(\\.${DNS1123_LABEL})*$`);
@@ -61,4 +63,29 @@ export function qosValueProblem(field: 'rateMax' | 'burstMax', value: unknown): 
 export function assertQosValue(where: string, field: 'rateMax' | 'burstMax', value: unknown): void {
   const problem = qosValueProblem(field, value);
   if (problem) throw new QoSPolicyError(`${where}: ${problem}`);
+}
+
+/**
+ * Checks the spec alone, before any API call: names that become URL path segments or label values, the MAC, the
+ * requested address. @throws InvalidSpecError
+ */
+export function validateSpec(eip: IptablesEip): void {
+  const { natGwDp, externalSubnet, qosPolicy, macAddress, v4ip } = eip.spec;
+  if (!natGwDp) throw new InvalidSpecError('parameter "natGwDp" cannot be empty');
+  assertName('natGwDp', natGwDp);
+  if (externalSubnet) assertName('externalSubnet', externalSubnet);
+  if (qosPolicy) assertName('qosPolicy', qosPolicy);
+  if (macAddress) {
+    const problem = macProblem(macAddress);
+    if (problem)
+      throw new InvalidSpecError(`macAddress ${JSON.stringify(macAddress.slice(0, 32))} ${problem}`);
+  }
+  // kube-ovn's words ("failed to parse eip ip"), with the field named. Surrounding spaces are refused, not trimmed:
+  // the value a user wrote is the value checked.
+  if (v4ip && parseAddress(v4ip)?.family !== 4)
+    throw new InvalidSpecError(`spec.v4ip: failed to parse eip ip ${JSON.stringify(v4ip.slice(0, 64))}`);
+  if (eip.spec.v6ip && parseAddress(eip.spec.v6ip)?.family !== 6)
+    throw new InvalidSpecError(
+      `spec.v6ip: ${JSON.stringify(eip.spec.v6ip.slice(0, 64))} is not an IPv6 address`,
+    );
 }
