@@ -1,4 +1,4 @@
-// The add handler: wiring only (see shared/lambda/eip-handler.ts and shared/core/operations.ts).
+// The add handler: wiring only (see shared/lambda/eip-handler.ts and shared/core/converge.ts).
 import { liveDeps } from '../../shared/adapters/live.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 

@@ -1,4 +1,4 @@
-// The delete handler: wiring only (see shared/lambda/eip-handler.ts and shared/core/operations.ts).
+// The delete handler: wiring only (see shared/lambda/eip-handler.ts and shared/core/delete.ts).
 import { liveDeps } from '../../shared/adapters/live.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 

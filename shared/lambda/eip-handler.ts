@@ -4,7 +4,7 @@
  * fields, and aborts early enough before Lambda's deadline that the lease and any exec can be abandoned cleanly.
  *
  * Error policy (ADR 0004): the operations resolve every permanent error themselves, as a recorded `rejected`
- * outcome, in one place (`settle` in shared/core/operations.ts); whatever reaches `onError` is rethrown so Lambda
+ * outcome, in one place (`settle` in shared/core/settle.ts); whatever reaches `onError` is rethrown so Lambda
  * retries and the on-failure destination keeps what never succeeds.
  */
 import middy, { type MiddlewareObj } from '@middy/core';
