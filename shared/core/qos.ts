@@ -11,7 +11,13 @@ import {
   QoSPolicyError,
   QoSPolicyInUseError,
 } from '../domain/errors.js';
-import { type IptablesEip, Label, type QoSDirection, type QoSPolicy } from '../domain/kube-ovn.js';
+import {
+  type IptablesEip,
+  Label,
+  type QoSDirection,
+  type QoSPolicy,
+  type QoSPolicyBandwidthLimitRule,
+} from '../domain/kube-ovn.js';
 import { assertQosValue } from '../domain/validation.js';
 import type { Deps, EipObjectChange, GatewayPod } from '../ports.js';
 import { runGateway } from './gateway.js';
@@ -65,30 +71,32 @@ export function validateQos(policy: QoSPolicy): LoadedQos {
     throw new QoSPolicyError(
       `qos policy ${name} has bindingType ${bindingType}; an EIP needs bindingType EIP`,
     );
-  const rules: QosRule[] = [];
-  for (const r of [...(status?.bandwidthLimitRules ?? [])].sort((a, b) =>
-    a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
-  )) {
-    const where = `qos policy ${name} rule ${JSON.stringify(r.name)}`;
-    if (r.direction !== 'ingress' && r.direction !== 'egress')
-      throw new QoSPolicyError(
-        `${where}: direction must be ingress or egress, got ${JSON.stringify(r.direction ?? '')}`,
-      );
-    for (const field of ['rateMax', 'burstMax'] as const) assertQosValue(where, field, r[field]);
-    const priority = r.priority ?? 0;
-    if (!Number.isInteger(priority) || priority < 0 || priority > 65535)
-      throw new QoSPolicyError(
-        `${where}: priority must be an integer 0-65535, got ${JSON.stringify(r.priority)}`,
-      );
-    rules.push({
-      name: r.name,
-      direction: r.direction,
-      priority,
-      rateMax: r.rateMax!,
-      burstMax: r.burstMax!,
-    });
-  }
+  const rules = [...(status?.bandwidthLimitRules ?? [])]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((r) => validRule(name, r));
   return { name, shared: status?.shared ?? policy.spec.shared ?? false, rules };
+}
+
+/** One bandwidth rule of policy `policy`, checked. @throws QoSPolicyError */
+function validRule(policy: string, r: QoSPolicyBandwidthLimitRule): QosRule {
+  const where = `qos policy ${policy} rule ${JSON.stringify(r.name)}`;
+  if (r.direction !== 'ingress' && r.direction !== 'egress')
+    throw new QoSPolicyError(
+      `${where}: direction must be ingress or egress, got ${JSON.stringify(r.direction ?? '')}`,
+    );
+  for (const field of ['rateMax', 'burstMax'] as const) assertQosValue(where, field, r[field]);
+  const priority = r.priority ?? 0;
+  if (!Number.isInteger(priority) || priority < 0 || priority > 65535)
+    throw new QoSPolicyError(
+      `${where}: priority must be an integer 0-65535, got ${JSON.stringify(r.priority)}`,
+    );
+  return {
+    name: r.name,
+    direction: r.direction,
+    priority,
+    rateMax: r.rateMax!,
+    burstMax: r.burstMax!,
+  };
 }
 
 /**
