@@ -531,7 +531,7 @@ function peerOf(results: readonly RunResult[], kind: AllocatorKind, r: RunResult
   );
 }
 
-/** The goals, checked on this run's numbers. */
+/** The IPAM goals (bench/README.md, Goals), checked on this run's numbers. */
 function goalsOf(results: RunResult[]): { goal: string; met: boolean; actual: string }[] {
   const out: { goal: string; met: boolean; actual: string }[] = [];
   const dup = results.reduce((s, r) => s + r.duplicates, 0);

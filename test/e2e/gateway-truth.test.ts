@@ -1,7 +1,8 @@
 /**
  * Gateway truth, end to end on the local stack, with kubectl as the user: a Ready EIP's address is on its gateway,
  * clean-up happens where the address really is, bad values are refused before anything is held, and blocked EIPs
- * recover by themselves. One test per case of issue 12 (docs/kube-ovn-differences.md lists what stays different).
+ * recover by themselves. One numbered case per behaviour, cited by number from ADRs 0015–0017
+ * (docs/kube-ovn-differences.md lists what stays different from kube-ovn).
  */
 import type { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -123,7 +124,7 @@ async function restartGatewayPod(gw: string): Promise<void> {
 const noAllocationLabels = (e: IptablesEip | undefined) =>
   Object.keys(e?.metadata.labels ?? {}).filter((k) => ALLOCATION_LABELS.includes(k));
 
-describe.skipIf(skip)('gateway truth on the local stack (issue 12)', () => {
+describe.skipIf(skip)('gateway truth on the local stack', () => {
   beforeAll(async () => {
     t = await startTestStack('eip-truth-', { retries: 20, retryBackoffMs: 100 });
     ({ stack, custom, core } = t);

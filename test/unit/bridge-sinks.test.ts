@@ -111,7 +111,7 @@ describe('EventBridge sink', () => {
     const sink = eventBridgeSink({ client: eb.client, backoffMs: 1, lingerMs: 5 });
     for (let i = 0; i < 10; i++) await sink.send(event(i));
     await sink.flush();
-    // Call 1: 10 entries, #1 and #3 fail. Call 2: those two, the first fails again. Call 3: the last one.
+    // Call 1: 10 entries, those at index 1 and 3 fail. Call 2: those two, the first fails again. Call 3: the last one.
     expect(eb.calls.map((c) => c.Entries.length)).toEqual([10, 2, 1]);
     const accepted = eb.delivered().filter((d) => {
       const failedAt: Record<number, number[]> = { 0: [1, 3], 1: [0] };

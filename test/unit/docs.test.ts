@@ -1,13 +1,14 @@
 /**
  * Docs that stand on their own (docs/adr/0001-adr-format.md): nothing in the repository cites a document that is
- * not in it, every link into docs/kube-ovn-differences.md (from markdown or from a code comment) lands on a
- * heading that exists, every relative markdown link points at a file that exists, and every test the differences
- * catalogue names is still there under that title.
+ * not in it or an issue of this project's tracker, every link into docs/kube-ovn-differences.md (from markdown or
+ * from a code comment) lands on a heading that exists, every relative markdown link points at a file that exists,
+ * and every test the differences catalogue names is still there under that title.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -17,24 +18,35 @@ const DIFFERENCES = 'docs/kube-ovn-differences.md';
 
 // The patterns are built from fragments, so that this file holds no citation itself and is scanned like any other.
 const SECTION = '\u00a7';
-const DESIGN = ['DES', 'IGN'].join('');
+const DESIGN_DOC = ['DES', 'IGN'].join('');
 const OUTSIDE = ['sha', 'red'].join('');
 const SEED = ['se', 'ed'].join('');
+const ISSUE = ['iss', 'ue'].join('');
+const BRIEF = ['bri', 'ef'].join('');
 /** A planted broken anchor is spelt with this, so the repository-wide anchor check does not find it here. */
 const HASH = '#';
 
 /**
+ * The names in the repository's own shared/ (files without their extension): a relative path into shared/ that goes
+ * on to one of these is ours, any other is the folder of background documents outside the repository.
+ */
+const OWN_SHARED = readdirSync(join(ROOT, 'shared')).map((n) => n.replace(/\.[jt]s$/, ''));
+
+/**
  * What counts as citing a document outside the repository: the section sign before a number (how the design and
  * spec documents were cited), the design document by name, the outside reference folder and the original controller's
- * source by path or by era, and defect codes. A defect code (the letter D and one or two digits) only counts in prose:
- * preceded by a space, "(", "*", "/" or a dash and followed by a closing bracket, punctuation, "*", "/", a dash or a
- * space, so a MAC, hex, base64 with "+" or an identifier never matches.
+ * source by path or by era, the helpers' instructions, and defect codes. A defect code (the letter D and one or two
+ * digits) only counts in prose: preceded by a space, "(", "*", "/" or a dash and followed by a closing bracket,
+ * punctuation, "*", "/", a dash or a space, so a MAC, hex, base64 with "+" or an identifier never matches.
+ * And what counts as citing this project's own issue tracker, whose numbers mean nothing to a reader of a clone: an
+ * issue by number in words (one or several, with or without "#"), or "the issue" as the source of a goal. An issue of
+ * kube-ovn (or another upstream) is named as such and is allowed.
  */
 const CITATIONS: readonly { what: string; re: RegExp }[] = [
   { what: 'a section of an outside document', re: new RegExp(`${SECTION}\\s*\\d`) },
   {
     what: 'the design document',
-    re: new RegExp(`\\b${DESIGN}(\\.md)?\\b\\s*(${SECTION}|\\.md)|\\b${DESIGN}\\.md\\b`),
+    re: new RegExp(`\\b${DESIGN_DOC}\\b`), // by name, with or without .md or a section
   },
   {
     what: 'a spec or reference section',
@@ -42,7 +54,13 @@ const CITATIONS: readonly { what: string; re: RegExp }[] = [
   },
   {
     what: 'a path outside the repository',
-    re: new RegExp(`\\b${OUTSIDE}/(${DESIGN}\\.md|reference/|${SEED}/)|/work/${OUTSIDE}\\b|${SEED}/vpc_nat`),
+    re: new RegExp(
+      `\\b${OUTSIDE}/(${DESIGN_DOC}\\.md|reference/|${SEED}/)|/work/${OUTSIDE}\\b|${SEED}/vpc_nat`,
+    ),
+  },
+  {
+    what: 'the outside folder by a relative path',
+    re: new RegExp(`(^|[^\\w.])(\\.\\./)+${OUTSIDE}\\b(?!/(${OWN_SHARED.join('|')})\\b)`),
   },
   {
     what: 'an outside document by name',
@@ -54,8 +72,40 @@ const CITATIONS: readonly { what: string; re: RegExp }[] = [
     what: 'the original controller by era',
     re: new RegExp(`\\b${SEED}[- ]era\\b|\\b${SEED} controller\\b|\\b${SEED}:L\\d`, 'i'),
   },
+  {
+    what: 'the instructions the work was done from',
+    re: new RegExp(
+      `\\b(the|this|our|task|common|helper's)\\s+${BRIEF}\\b|\\b${BRIEF.toUpperCase()}[-\\w]*\\.md\\b`,
+      'i',
+    ),
+  },
   { what: 'a defect code', re: /(^|[ (*/–-])D\d{1,2}(?=[),:;.*' /–-]|$)/m },
+  {
+    what: 'an issue of this project by number',
+    re: new RegExp(
+      `(?<!\\b(kube-ovn|kubeovn|upstream|kube-ovn's|upstream's)\\s+)\\b${ISSUE}s?\\s+(no\\.?\\s*)?#?\\d`,
+      'i',
+    ),
+  },
+  {
+    what: 'the issue as the source of a goal',
+    re: new RegExp(
+      `\\b(the|this|that)\\s+${ISSUE}(['’]s\\b|\\s+(asks?|says|sets|names|counts|counted|wants|requires|lists)\\b)`,
+      'i',
+    ),
+  },
 ];
+
+/**
+ * An issue by its bare number (a hash and digits), looked for in prose only — markdown, and the comments of code,
+ * where the same characters in a string or a colour are something else. A reference that names its repository
+ * (kubeovn/kube-ovn#18), an HTML entity and a heading anchor (a hash, digits and a dash) are not citations of this
+ * project's tracker.
+ */
+const BARE_NUMBER: { what: string; re: RegExp } = {
+  what: 'an issue by its bare number',
+  re: /(?<![\w/&#])#\d+\b(?![-\w])/,
+};
 
 interface Citation {
   line: number;
@@ -70,6 +120,77 @@ function citations(text: string): Citation[] {
     if (hit) out.push({ line: i + 1, what: hit.what, text: line.trim().slice(0, 160) });
   });
   return out;
+}
+
+const CODE = /\.(ts|mts|cts|js|mjs|cjs)$/;
+const K = ts.SyntaxKind;
+/** Tokens after which a "/" divides; after anything else (an operator, "(", "return") it starts a regex. */
+const ENDS_A_VALUE = new Set<ts.SyntaxKind>([
+  K.Identifier,
+  K.PrivateIdentifier,
+  K.NumericLiteral,
+  K.BigIntLiteral,
+  K.StringLiteral,
+  K.RegularExpressionLiteral,
+  K.NoSubstitutionTemplateLiteral,
+  K.TemplateTail,
+  K.CloseParenToken,
+  K.CloseBracketToken,
+  K.CloseBraceToken,
+  K.ThisKeyword,
+  K.SuperKeyword,
+  K.TrueKeyword,
+  K.FalseKeyword,
+  K.NullKeyword,
+  K.PlusPlusToken,
+  K.MinusMinusToken,
+  K.ExclamationToken,
+]);
+
+/**
+ * The comments of a TypeScript or JavaScript source, line by line with their line numbers, read with TypeScript's
+ * own scanner (strings, template literals and regex literals are skipped as the compiler skips them; across the
+ * repository it finds exactly the comments the parser attaches to the syntax tree).
+ */
+function commentLines(source: string): { line: number; text: string }[] {
+  const scanner = ts.createScanner(ts.ScriptTarget.Latest, false, ts.LanguageVariant.Standard, source);
+  const out: { line: number; text: string }[] = [];
+  const braces: ('template' | 'brace')[] = [];
+  let prev = K.Unknown;
+  let line = 1;
+  let counted = 0;
+  for (let t = scanner.scan(); t !== K.EndOfFileToken; t = scanner.scan()) {
+    if (t === K.SingleLineCommentTrivia || t === K.MultiLineCommentTrivia) {
+      const start = scanner.getTokenStart();
+      for (; counted < start; counted++) if (source.charCodeAt(counted) === 10) line++;
+      for (const [i, text] of scanner.getTokenText().split('\n').entries())
+        out.push({ line: line + i, text });
+      continue;
+    }
+    if (t === K.WhitespaceTrivia || t === K.NewLineTrivia || t === K.ShebangTrivia) continue;
+    if ((t === K.SlashToken || t === K.SlashEqualsToken) && !ENDS_A_VALUE.has(prev))
+      t = scanner.reScanSlashToken();
+    if (t === K.TemplateHead) braces.push('template');
+    else if (t === K.OpenBraceToken) braces.push('brace');
+    else if (t === K.CloseBraceToken && braces.pop() === 'template') {
+      t = scanner.reScanTemplateToken(false);
+      if (t === K.TemplateMiddle) braces.push('template');
+    }
+    prev = t;
+  }
+  return out;
+}
+
+/** Bare issue numbers in the prose of a file: every line of markdown, the comments of code. */
+function bareNumbers(file: string, text: string): Citation[] {
+  const prose = file.endsWith('.md')
+    ? text.split('\n').map((t, i) => ({ line: i + 1, text: t }))
+    : CODE.test(file)
+      ? commentLines(text)
+      : [];
+  return prose
+    .filter(({ text: t }) => BARE_NUMBER.re.test(t))
+    .map(({ line, text: t }) => ({ line, what: BARE_NUMBER.what, text: t.trim().slice(0, 160) }));
 }
 
 /** Tracked files (what a clone has); a tree walk when there is no git. Lockfiles and binaries are skipped. */
@@ -182,6 +303,18 @@ describe('docs stand on their own', () => {
     expect(found).toEqual([]);
   });
 
+  it('no markdown file and no code comment cites an issue by its bare number', () => {
+    const found: string[] = [];
+    let comments = 0;
+    for (const [file, text] of texts) {
+      if (text === undefined) continue;
+      if (CODE.test(file)) comments += commentLines(text).length;
+      for (const c of bareNumbers(file, text)) found.push(`${file}:${c.line}: ${c.what}: ${c.text}`);
+    }
+    expect(found).toEqual([]);
+    expect(comments).toBeGreaterThan(2000); // the comments really are read
+  });
+
   it('every reference to an anchor of the differences catalogue, in any file, names a heading that exists', () => {
     const broken: string[] = [];
     let seen = 0;
@@ -258,12 +391,12 @@ describe('the citation scanner', () => {
   // Planted citations of every kind the scan looks for, each in a line of its own (built from the same fragments).
   const S = SECTION;
   const planted = [
-    ['a design section', ` * Error policy (${DESIGN} ${S}3.4): a permanent error`],
+    ['a design section', ` * Error policy (${DESIGN_DOC} ${S}3.4): a permanent error`],
     ['a spec section', `// The routing table (reference spec ${S}3)`],
     ['a bare section number', ` * Conformance ${S}9.2 item 8`],
-    ['the design file', `see ${DESIGN}.md for the decisions`],
+    ['the design file', `see ${DESIGN_DOC}.md for the decisions`],
     ['a path outside', `import spec from '../${OUTSIDE}/reference/x.md';`],
-    ['the design file by path', ` * as ../${OUTSIDE}/${DESIGN}.md says`],
+    ['the design file by path', ` * as ../${OUTSIDE}/${DESIGN_DOC}.md says`],
     ['the era of the original source', ` * nat-gateway.sh as shipped in the ${SEED}-era`],
     ['a defect code in a test title', `  it('writes the finalizer first (${'D'}3)', async () => {`],
     ['defect codes in a list', `are permanent errors (${'D'}1, ${'D'}9, ${'D'}20)`],
@@ -271,6 +404,23 @@ describe('the citation scanner', () => {
     ['a bold defect code', `defect **${'D'}6**`],
     ['a range of defect codes', `the deletion defects (${'D'}5–${'D'}8) are fixed`],
     ['defect codes with a slash', `see ${'D'}5/${'D'}6 in the list`],
+    ['the design document by its bare name', ` * the error policy of ${DESIGN_DOC} (retry or reject)`],
+    ['the outside folder by a relative path', `the reference in ../${OUTSIDE} says so`],
+    ['the outside folder, nested', ` * see ../../${OUTSIDE}/reference/kube-ovn-gateway/`],
+    ['the outside folder at the end of a sentence', `as in ../${OUTSIDE}.`],
+    ['the instructions', ` * Gateway pods restart like the ${BRIEF} says`],
+    ['the instructions by file name', `see ${BRIEF.toUpperCase()}-COMMON.md`],
+    ['an issue number', `against goals of ≤ 6 and ≤ 3 (${ISSUE} 11). Every handler`],
+    [
+      'an issue number leading a sentence',
+      `Context: ${ISSUE[0]!.toUpperCase()}${ISSUE.slice(1)} 8 asks for Powertools`,
+    ],
+    ['several issue numbers', `as ${ISSUE}s 8 and 11 ask`],
+    ['an issue number with a hash', ` * fixed for ${ISSUE} ${HASH}9`],
+    ['an issue number in a test title', `describe('gateway truth on the local stack (${ISSUE} 12)', () => {`],
+    ['an issue number possessive', `inside ${ISSUE} 11's end-to-end goals`],
+    ['the issue as a source of goals', `/** The ${ISSUE}'s goals, checked on this run's numbers. */`],
+    ['the issue asking', `What the ${ISSUE} asks of Powertools is added here`],
   ];
   it.each(planted)('catches %s', (_what, line) => {
     expect(citations(`first line\n${line}\nlast line`)).toEqual([expect.objectContaining({ line: 2 })]);
@@ -284,9 +434,62 @@ describe('the citation scanner', () => {
     ['a seed for a random generator', 'fc.assert(property, { seed: 42 }); // print the seed on failure'],
     ['a link to our own catalogue', ' * (docs/kube-ovn-differences.md#finalizer-before-allocation)'],
     ['an import of our own shared/', "import { poolsOf } from '../../shared/domain/addressing.js';"],
+    ['a link to our own shared/ README', '- [bridge](../shared/bridge/README.md): routing table'],
+    ['an upstream issue by its repository', ` * kube-ovn fixed this later (kubeovn/kube-ovn${HASH}4987)`],
+    ['an issue of kube-ovn named as such', `a node reboot (kube-ovn ${ISSUE} 4987)`],
+    ['an upstream issue', `the upstream ${ISSUE} 4987 describes it`],
+    [
+      'the word brief',
+      ` # one replica (a second one would only double every event, so a ${BRIEF} overlap is harmless)`,
+    ],
+    ['an issuer', 'bridgeOidcIssuer: oidc.eks.eu-west-1.amazonaws.com/id/AB'],
+    ['the word design in prose', 'the previous design, a snapshot written 50 ms after a change'],
   ];
   it.each(innocent)('leaves %s alone', (_what, line) => {
     expect(citations(line)).toEqual([]);
+  });
+
+  // A bare number in prose: planted in markdown and in the comments of code, next to the same characters in code
+  // where they are not prose (strings, regex and template literals) and must be left alone.
+  const N = `${HASH}9`;
+  // Each case: where, the file it is planted in, the text after a first line, and the one line that must be found.
+  it.each([
+    ['markdown', 'docs/x.md', `Fixed in ${N}, see there.`, 2],
+    ['a line comment', 'shared/x.ts', `const a = 1; // fixed in ${N}\n`, 2],
+    [
+      'a block comment after a template literal',
+      'test/x.ts',
+      `const t = \`\${a} // ${N}\`;\n/* see ${N} */\n`,
+      3,
+    ],
+    ['a comment after a regex literal', 'local/x.ts', `const re = /\\/\\/ ${N}/;\nf(); // ${N} again\n`, 3],
+    ['a comment after a division', 'bench/x.ts', `const r = a / b; const s = c / d; // ${N}\n`, 2],
+    ['a comment after a nested template', 'scripts/x.ts', `const t = \`\${\`\${x}\`} ${N}\`; // ${N}\n`, 2],
+    ['a multi-line block comment', 'functions/x.ts', `/**\n * one\n * fixed in ${N}\n */`, 4],
+  ] as const)('catches a bare number in %s', (_what, file, text, line) => {
+    expect(bareNumbers(file, `first\n${text}`)).toEqual([expect.objectContaining({ line })]);
+  });
+
+  it.each([
+    ['a string', 'test/x.ts', `expect(s.requests).toEqual(['GET /x ${N}', 'PATCH /y ${HASH}2']);`],
+    ['a template literal', 'test/x.ts', `const id = \`a1${N}\`; const u = \`\${x} ${N}\`;`],
+    ['a regex literal', 'shared/x.ts', `const re = /a ${N}/; const b = x.replace(/${N}/g, '');`],
+    ['a YAML comment', 'infra/x.yml', `${HASH}1 replica`],
+    ['an upstream reference in a comment', 'shared/x.ts', `// kubeovn/kube-ovn${N}`],
+    ['a heading anchor in markdown', 'docs/x.md', `[x](${HASH}2-title) and &${HASH}160;`],
+  ])('leaves the same characters in %s alone', (_what, file, text) => {
+    expect(bareNumbers(file, text)).toEqual([]);
+  });
+
+  it('reads the comments of a source with their line numbers', () => {
+    const src = ['/** one', ' * two */', "const s = '// not a comment';", 'const r = /\\/*x/; // three'].join(
+      '\n',
+    );
+    expect(commentLines(src)).toEqual([
+      { line: 1, text: '/** one' },
+      { line: 2, text: ' * two */' },
+      { line: 4, text: '// three' },
+    ]);
   });
 
   it('computes the anchors GitHub gives headings', () => {
