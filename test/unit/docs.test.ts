@@ -286,6 +286,73 @@ function brokenLinks(file: string, text: string): string[] {
   return broken;
 }
 
+// ------------------------------------------------------------------------------------------- ADR status lines
+
+/** How one ADR relates to another on its Status line, and what the other ADR must say back (ADR 0058). */
+const INVERSE: Record<string, string> = {
+  supersedes: 'superseded by',
+  'partly supersedes': 'partly superseded by',
+  amends: 'amended by',
+  extends: 'extended by',
+};
+for (const [k, v] of Object.entries(INVERSE)) INVERSE[v] = k;
+const RELATION =
+  /\b(partly superseded by|superseded by|partly supersedes|supersedes|amended by|amends|extended by|extends)\s+\[ADR (\d{4})\]\(([^)\s]+)\)/gi;
+
+interface AdrStatus {
+  base: 'accepted' | 'superseded' | undefined;
+  relations: { kind: string; other: string; target: string }[];
+}
+
+/** The Status part of an ADR's `Date:` paragraph: whether it holds, and each relation it names. */
+function adrStatus(text: string): AdrStatus {
+  const start = text.search(/^Date: /m);
+  const end = text.indexOf('\n\n', start);
+  const para = start < 0 ? '' : text.slice(start, end < 0 ? undefined : end).replace(/\s+/g, ' ');
+  const status = para.slice(para.indexOf('Status:') + 'Status:'.length).trim();
+  if (!para.includes('Status:')) return { base: undefined, relations: [] };
+  const base = /^accepted\b/.test(status)
+    ? 'accepted'
+    : /^superseded by\b/.test(status)
+      ? 'superseded'
+      : undefined;
+  const relations = [...status.matchAll(RELATION)].map((m) => ({
+    kind: m[1]!.toLowerCase(),
+    other: m[2]!,
+    target: m[3]!,
+  }));
+  return { base, relations };
+}
+
+/**
+ * What is wrong with the ADRs' Status lines and the index (docs/README.md): `adrs` maps each ADR's file name to its
+ * text. Every ADR says whether it holds; every relation links the ADR its number names and is written on both
+ * sides; the index line of each ADR shows its status and every relation.
+ */
+function adrProblems(adrs: ReadonlyMap<string, string>, index: string): string[] {
+  const problems: string[] = [];
+  const byNumber = new Map([...adrs.keys()].map((f) => [f.slice(0, 4), f] as const));
+  const statuses = new Map([...adrs].map(([f, text]) => [f.slice(0, 4), adrStatus(text)] as const));
+  const indexLines = index.split('\n');
+  for (const [n, { base, relations }] of statuses) {
+    if (!base) problems.push(`${n}: no Status line saying accepted or superseded by`);
+    if (base === 'superseded' && !relations.some((r) => r.kind === 'superseded by'))
+      problems.push(`${n}: superseded, but by no linked ADR`);
+    const line = indexLines.find((l) => l.startsWith(`- [${n}](adr/${byNumber.get(n)})`));
+    if (!line) problems.push(`${n}: not in the index`);
+    else if (base && !line.toLowerCase().includes(base))
+      problems.push(`${n}: the index does not say ${base}`);
+    for (const { kind, other, target } of relations) {
+      if (target !== byNumber.get(other)) problems.push(`${n}: ${kind} ADR ${other} links ${target}`);
+      const back = statuses.get(other)?.relations.some((r) => r.kind === INVERSE[kind] && r.other === n);
+      if (!back) problems.push(`${n}: ${kind} ADR ${other}, which does not say ${INVERSE[kind]} ADR ${n}`);
+      const shown = line?.toLowerCase().includes(kind) && line.includes(`(adr/${byNumber.get(other)})`);
+      if (line && !shown) problems.push(`${n}: the index does not say ${kind} ${other}`);
+    }
+  }
+  return problems;
+}
+
 // ------------------------------------------------------------------------------------------- the tests
 
 const files = repositoryFiles();
@@ -353,6 +420,17 @@ describe('docs stand on their own', () => {
     const adrs = files.filter((f) => /^docs\/adr\/\d{4}-.+\.md$/.test(f));
     expect(adrs.length).toBeGreaterThan(10);
     expect(adrs.filter((f) => !index.includes(`(${f.slice('docs/'.length)})`))).toEqual([]);
+  });
+
+  it('every ADR says whether it holds, names what changed it on both sides, and the index says the same', () => {
+    const adrs = new Map(
+      files
+        .filter((f) => /^docs\/adr\/\d{4}-.+\.md$/.test(f))
+        .map((f) => [f.slice('docs/adr/'.length), readFileSync(join(ROOT, f), 'utf8')] as const),
+    );
+    const relations = [...adrs.values()].flatMap((t) => adrStatus(t).relations);
+    expect(relations.length).toBeGreaterThan(30); // the Status lines really are read
+    expect(adrProblems(adrs, readFileSync(join(ROOT, 'docs/README.md'), 'utf8'))).toEqual([]);
   });
 
   it('every test the differences catalogue names exists under that title', () => {
@@ -518,5 +596,75 @@ describe('the citation scanner', () => {
       `docs/planted.md:2: kube-ovn-differences.md${HASH}no-such-heading (no such heading)`,
       'docs/planted.md:2: #nor-here (no such heading)',
     ]);
+  });
+});
+
+describe('the ADR status check', () => {
+  const adr = (n: string, status: string) =>
+    [`${n}-x.md`, `# ${n}. X\n\nDate: 2026-12-01. Status: ${status}\n\nContext: x\n`] as const;
+  const good = new Map([
+    adr('0001', 'accepted. Amended by [ADR 0002](0002-x.md) (what).'),
+    adr('0002', 'accepted. Amends [ADR 0001](0001-x.md) (what).'),
+    adr('0003', 'superseded by [ADR 0004](0004-x.md) (what).'),
+    adr('0004', 'accepted. Supersedes [ADR 0003](0003-x.md) (what).'),
+  ]);
+  const index = [
+    '- [0001](adr/0001-x.md) X. *accepted; amended by [0002](adr/0002-x.md)*.',
+    '- [0002](adr/0002-x.md) X. *accepted; amends [0001](adr/0001-x.md)*.',
+    '- [0003](adr/0003-x.md) X. *superseded by [0004](adr/0004-x.md)*.',
+    '- [0004](adr/0004-x.md) X. *accepted; supersedes [0003](adr/0003-x.md)*.',
+  ].join('\n');
+
+  it('accepts Status lines written on both sides and an index that shows them', () => {
+    expect(adrProblems(good, index)).toEqual([]);
+  });
+
+  it.each([
+    [
+      'a relation written on one side only',
+      '0002',
+      'accepted.',
+      ['0001: amended by ADR 0002, which does not say amends ADR 0001'],
+    ],
+    [
+      'a link to another ADR than the number says',
+      '0002',
+      'accepted. Amends [ADR 0001](0004-x.md) (what).',
+      ['0002: amends ADR 0001 links 0004-x.md'],
+    ],
+    [
+      'no Status line',
+      '0004',
+      'proposed. Supersedes [ADR 0003](0003-x.md) (what).',
+      ['0004: no Status line saying accepted or superseded by'],
+    ],
+    [
+      'superseded by nothing',
+      '0003',
+      'superseded by ADR 0004 (not linked). Amended by [ADR 0004](0004-x.md).',
+      [
+        '0003: superseded, but by no linked ADR',
+        '0003: amended by ADR 0004, which does not say amends ADR 0003',
+        '0003: the index does not say amended by 0004',
+        '0004: supersedes ADR 0003, which does not say superseded by ADR 0004',
+      ],
+    ],
+  ])('finds %s', (_what, n, status, problems) => {
+    const adrs = new Map(good);
+    const [file, text] = adr(n, status);
+    adrs.set(file, text);
+    expect(adrProblems(adrs, index)).toEqual(problems);
+  });
+
+  it('finds an index line that leaves out a status or a relation', () => {
+    const stale = index
+      .replace('*accepted; amended by [0002](adr/0002-x.md)*', '*accepted*')
+      .replace('*superseded by [0004](adr/0004-x.md)*', '*replaced*');
+    expect(adrProblems(good, stale)).toEqual([
+      '0001: the index does not say amended by 0002',
+      '0003: the index does not say superseded',
+      '0003: the index does not say superseded by 0004',
+    ]);
+    expect(adrProblems(good, index.split('\n').slice(1).join('\n'))).toEqual(['0001: not in the index']);
   });
 });
