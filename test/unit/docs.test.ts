@@ -541,7 +541,9 @@ describe('the citation scanner', () => {
       3,
     ],
     ['a comment after a regex literal', 'local/x.ts', `const re = /\\/\\/ ${N}/;\nf(); // ${N} again\n`, 3],
-    ['a comment after a division', 'bench/x.ts', `const r = a / b; const s = c / d; // ${N}\n`, 2],
+    ['a comment after a division of a name', 'bench/x.ts', `const r = a / 2; // ${N}\n`, 2],
+    ['a comment after a division of a number', 'bench/x.ts', `const r = 10 / 2; // ${N}\n`, 2],
+    ['a comment after a division of a call', 'bench/x.ts', `const r = f() / 2; // ${N}\n`, 2],
     ['a comment after a nested template', 'scripts/x.ts', `const t = \`\${\`\${x}\`} ${N}\`; // ${N}\n`, 2],
     ['a multi-line block comment', 'functions/x.ts', `/**\n * one\n * fixed in ${N}\n */`, 4],
   ] as const)('catches a bare number in %s', (_what, file, text, line) => {
