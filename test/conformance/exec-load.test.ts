@@ -8,7 +8,8 @@
 import { PassThrough } from 'node:stream';
 import { Exec } from '@kubernetes/client-node';
 import { beforeAll, expect, it } from 'vitest';
-import { eventually, kubectlSuite, useApi } from './harness.js';
+import { eventually } from '../support/eventually.js';
+import { kubectlSuite, useApi } from './harness.js';
 
 const LONG = process.env.EIP_LONG === '1';
 const KUBECTL = Number(process.env.EXEC_LOAD_KUBECTL ?? (LONG ? 200 : 100));
@@ -71,7 +72,7 @@ kubectlSuite('pods/exec under concurrency', () => {
       ...Array.from({ length: NODE }, (_, i) => nodeExec(`node-${i}`)),
     ];
     // Every session connected and waiting at the server: `total` execs in flight at the same moment.
-    await eventually(() => expect(hold.hits).toBe(total), 240_000, 100);
+    await eventually(() => expect(hold.hits).toBe(total), { timeoutMs: 240_000, stepMs: 100 });
     hold.release();
     const results = await Promise.all(runs);
     const failures = results.filter((r) => r !== 'ok');

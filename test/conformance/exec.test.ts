@@ -7,7 +7,8 @@ import { PassThrough, Readable } from 'node:stream';
 import { Exec, type V1Pod, type V1Status, Watch } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { eventually, kubectlSuite, useApi } from './harness.js';
+import { eventually } from '../support/eventually.js';
+import { kubectlSuite, useApi } from './harness.js';
 
 const GW = 'vpc-nat-gw-gw1-0';
 

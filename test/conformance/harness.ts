@@ -77,8 +77,6 @@ export function eip(name: string, extra: Record<string, unknown> = {}): Record<s
   };
 }
 
-export { eventually } from '../support/eventually.js';
-
 /** The ApiException client-node threw, with its Status body parsed. */
 export async function apiError(
   p: Promise<unknown>,

@@ -48,7 +48,7 @@ function npmCluster(args: string[], direct = false): Run {
 }
 
 async function waitFor(check: () => boolean, ms: number): Promise<void> {
-  await eventuallyValue(check, ms, 50);
+  await eventuallyValue(check, { timeoutMs: ms, stepMs: 50 });
 }
 
 function execStatus(

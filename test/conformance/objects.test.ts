@@ -10,7 +10,8 @@ import {
   Watch,
 } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { apiError, EIP, eip, eventually, kubectlSuite, manifest, useApi } from './harness.js';
+import { eventually } from '../support/eventually.js';
+import { apiError, EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
 
 type Obj = {
   metadata: {

@@ -5,7 +5,8 @@
  */
 import { type KubernetesObject, makeInformer, type V1ObjectMeta, Watch } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
-import { EIP, eip, eventually, kubectlSuite, manifest, useApi } from './harness.js';
+import { eventually } from '../support/eventually.js';
+import { EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
 
 type Obj = KubernetesObject & { metadata: V1ObjectMeta & { name: string; resourceVersion: string } };
 

@@ -184,10 +184,13 @@ async function lab(name: string): Promise<Lab> {
 }
 
 const readyWith = (l: Lab, n: string, ip?: RegExp) =>
-  eventuallyValue(async () => {
-    const e = await l.eip(n);
-    return e?.status?.ready && e.status.ip && (!ip || ip.test(e.status.ip)) ? e : undefined;
-  }, 30_000);
+  eventuallyValue(
+    async () => {
+      const e = await l.eip(n);
+      return e?.status?.ready && e.status.ip && (!ip || ip.test(e.status.ip)) ? e : undefined;
+    },
+    { timeoutMs: 30_000 },
+  );
 
 describe('beside kube-ovn (local lab with the model of its EIP controller)', { timeout: 180_000 }, () => {
   it('unmodified kube-ovn and the product both configure an EIP; the product reports the other writer', async () => {
@@ -197,10 +200,9 @@ describe('beside kube-ovn (local lab with the model of its EIP controller)', { t
       const { bridge, metrics, log } = await l.bridge();
       const before = l.execs().filter((c) => c.includes(' eip-add ')).length;
       await l.create('contested');
-      await eventually(
-        () => expect(bridge.stats().foreignWrites['kube-ovn-controller']).toBeGreaterThan(0),
-        30_000,
-      );
+      await eventually(() => expect(bridge.stats().foreignWrites['kube-ovn-controller']).toBeGreaterThan(0), {
+        timeoutMs: 30_000,
+      });
       expect(metrics.total('ForeignWriter')).toBeGreaterThan(0);
       expect(
         log.lines.some(
@@ -213,7 +215,7 @@ describe('beside kube-ovn (local lab with the model of its EIP controller)', { t
       await eventually(
         () =>
           expect(l.execs().filter((c) => c.includes(' eip-add ')).length - before).toBeGreaterThanOrEqual(2),
-        30_000,
+        { timeoutMs: 30_000 },
       );
     } finally {
       await l.close();
@@ -266,7 +268,7 @@ describe('beside kube-ovn (local lab with the model of its EIP controller)', { t
 
       // The product starts: the bridge's first list sends every EIP to the handlers.
       const { bridge, outcomes } = await l.bridge();
-      await eventually(() => expect(outcomes.length).toBeGreaterThanOrEqual(2), 30_000);
+      await eventually(() => expect(outcomes.length).toBeGreaterThanOrEqual(2), { timeoutMs: 30_000 });
       await bridge.idle();
       expect(l.execs().slice(execsBefore)).toEqual([]);
       for (const [i, n] of ['ko-a', 'ko-b'].entries()) {
@@ -291,11 +293,14 @@ describe('beside kube-ovn (local lab with the model of its EIP controller)', { t
       // kube-ovn re-initialises a re-created gateway pod and asks for a redo; the product puts every address back.
       await l.kc.makeApiClient(CoreV1Api).deleteNamespacedPod({ namespace: NS, name: POD });
       const all = [...addresses, fresh.status!.ip!];
-      await eventually(() => {
-        const net1 = l.net1();
-        for (const a of all)
-          expect(net1).toContainEqual(expect.stringMatching(new RegExp(`^${a.replaceAll('.', '\\.')}/`)));
-      }, 60_000);
+      await eventually(
+        () => {
+          const net1 = l.net1();
+          for (const a of all)
+            expect(net1).toContainEqual(expect.stringMatching(new RegExp(`^${a.replaceAll('.', '\\.')}/`)));
+        },
+        { timeoutMs: 60_000 },
+      );
     } finally {
       await l.close();
     }
@@ -316,10 +321,13 @@ describe('npm run adopt against the running local stack (its EIP workers off)', 
     try {
       const kc = kubeConfigFor(stack.api);
       const custom = kc.makeApiClient(CustomObjectsApi);
-      await eventuallyValue(async () => {
-        const e = (await custom.getClusterCustomObject({ ...EIPS, name: 'demo-eip' })) as IptablesEip;
-        return e.status?.ready;
-      }, 30_000);
+      await eventuallyValue(
+        async () => {
+          const e = (await custom.getClusterCustomObject({ ...EIPS, name: 'demo-eip' })) as IptablesEip;
+          return e.status?.ready;
+        },
+        { timeoutMs: 30_000 },
+      );
       const r = await run(
         process.execPath,
         [

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { memoryLogger } from '../../shared/observability/log.js';
+import { eventuallyValue } from '../support/eventually.js';
 
 // The callbacks given to page.evaluate/waitForFunction run in the browser; the project's types are Node's only.
 interface El {
@@ -159,13 +160,13 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
       plural: 'iptables-eips',
       body: eip(name),
     });
-    let readyAt = 0;
-    for (let i = 0; i < 800 && !readyAt; i++) {
-      const e = await getEip(name);
-      if (e?.status?.ready && e.status.ip) readyAt = Date.now();
-      else await new Promise((r) => setTimeout(r, 25));
-    }
-    expect(readyAt, `${name} never became Ready`).toBeGreaterThan(0);
+    const readyAt = await eventuallyValue(
+      async () => {
+        const e = await getEip(name);
+        return e?.status?.ready && e.status.ip ? Date.now() : undefined;
+      },
+      { stepMs: 25, what: `${name} Ready` },
+    );
     const rowAt = await row;
     console.log(`dashboard-browser: ${name} row appeared ${Math.max(0, rowAt - readyAt)} ms after Ready`);
     expect(rowAt - readyAt).toBeLessThan(2000);

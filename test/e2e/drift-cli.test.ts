@@ -80,10 +80,13 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     kc.loadFromFile(stack.kubeconfig);
     custom = kc.makeApiClient(CustomObjectsApi);
     client = localDynamoClient(stack.dynamodbEndpoint);
-    ip = await eventuallyValue(async () => {
-      const e = await demo().catch(() => undefined);
-      return e?.status?.ready ? e.status.ip : undefined;
-    }, 60_000);
+    ip = await eventuallyValue(
+      async () => {
+        const e = await demo().catch(() => undefined);
+        return e?.status?.ready ? e.status.ip : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
   }, 90_000);
 
   afterAll(async () => {
@@ -119,7 +122,10 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     expect(del.code, del.stderr).toBe(0);
     expect(await net1()).not.toContain(`inet ${ip}/24`);
     // Nothing in Kubernetes changed, so no event reaches a handler: only the drift check can notice.
-    await eventuallyValue(async () => (await net1()).includes(`inet ${ip}/24`), 30_000, 200);
+    await eventuallyValue(async () => (await net1()).includes(`inet ${ip}/24`), {
+      timeoutMs: 30_000,
+      stepMs: 200,
+    });
     expect((await demo()).status?.ready).toBe(true);
   }, 60_000);
 
@@ -134,7 +140,10 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     const ipam = createDynamoIpam({ client, tableName: stack.tableName });
     const uid = (await demo()).metadata.uid;
     expect(await ipam.findByOwner(uid)).toEqual([]);
-    const back = await eventuallyValue(async () => (await ipam.findByOwner(uid))[0], 30_000, 200);
+    const back = await eventuallyValue(async () => (await ipam.findByOwner(uid))[0], {
+      timeoutMs: 30_000,
+      stepMs: 200,
+    });
     expect(back.address).toBe(ip);
   }, 60_000);
 
@@ -166,11 +175,10 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
       }),
     );
     expect((await ipam.findByOwner('owner-that-is-gone')).map((a) => a.address)).toEqual([address]);
-    await eventuallyValue(
-      async () => ((await ipam.findByOwner('owner-that-is-gone')).length === 0 ? true : undefined),
-      30_000,
-      200,
-    );
+    await eventuallyValue(async () => (await ipam.findByOwner('owner-that-is-gone')).length === 0, {
+      timeoutMs: 30_000,
+      stepMs: 200,
+    });
   }, 60_000);
 
   it('a status.ip written by hand is set back to the allocation by the stack itself', async () => {
@@ -194,8 +202,7 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
         const e = await demo();
         return e.status?.ip === ip && e.status.ready === true;
       },
-      30_000,
-      200,
+      { timeoutMs: 30_000, stepMs: 200 },
     );
     expect(await net1()).toContain(`inet ${ip}/24`);
     expect(await net1()).not.toContain(`inet ${wrong}/`);

@@ -12,7 +12,7 @@ import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { Condition, IptablesEip } from '../../shared/domain/kube-ovn.js';
 import type { Ipam } from '../../shared/ports.js';
-import { eventuallyValue } from '../support/eventually.js';
+import { eventuallyValue, type Polling } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { startTestStack, type TestStack } from '../support/stack.js';
 
@@ -60,32 +60,30 @@ async function getEip(name: string): Promise<IptablesEip | undefined> {
   }
 }
 
-/** Polls `fn` until it returns a value (test/support/eventually.ts), naming `what` when it never does. */
-function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  return eventuallyValue(fn, timeoutMs, 150).catch((e: unknown) => {
-    throw new Error(`timed out waiting for ${what} (${e instanceof Error ? e.message : String(e)})`);
-  }) as Promise<T>;
-}
+/** How these tests poll the stack: each try reads through the API. */
+const polling: Polling = { timeoutMs: 15_000, stepMs: 150 };
 
 const conditionOf = (e: IptablesEip | undefined, type: string): Condition | undefined =>
   e?.status?.conditions?.find((c) => c.type === type);
 
-async function ready(name: string, timeoutMs?: number): Promise<IptablesEip> {
-  return until(
-    `${name} Ready`,
+async function ready(name: string, timeoutMs = polling.timeoutMs): Promise<IptablesEip> {
+  return eventuallyValue(
     async () => {
       const e = await getEip(name);
       return e?.status?.ready && e.status.ip && conditionOf(e, 'Ready')?.status === 'True' ? e : undefined;
     },
-    timeoutMs,
+    { ...polling, what: `${name} Ready`, timeoutMs },
   );
 }
 
 async function condition(name: string, type: string, status: string, reason?: string): Promise<Condition> {
-  return until(`${name} ${type}=${status}${reason ? ` (${reason})` : ''}`, async () => {
-    const c = conditionOf(await getEip(name), type);
-    return c?.status === status && (!reason || c.reason === reason) ? c : undefined;
-  });
+  return eventuallyValue(
+    async () => {
+      const c = conditionOf(await getEip(name), type);
+      return c?.status === status && (!reason || c.reason === reason) ? c : undefined;
+    },
+    { ...polling, what: `${name} ${type}=${status}${reason ? ` (${reason})` : ''}` },
+  );
 }
 
 const gwPod = (gw: string) => `vpc-nat-gw-${gw}-0`;
@@ -115,10 +113,13 @@ const ipamHolds = (uid: string): Promise<string[]> =>
 async function restartGatewayPod(gw: string): Promise<void> {
   const old = await core.readNamespacedPod({ name: gwPod(gw), namespace: NS });
   await kc('delete', 'pod', '-n', NS, gwPod(gw));
-  await until(`a new pod for ${gw}`, async () => {
-    const p = await core.readNamespacedPod({ name: gwPod(gw), namespace: NS }).catch(() => undefined);
-    return p && p.metadata?.uid !== old.metadata?.uid && p.status?.phase === 'Running';
-  });
+  await eventuallyValue(
+    async () => {
+      const p = await core.readNamespacedPod({ name: gwPod(gw), namespace: NS }).catch(() => undefined);
+      return p && p.metadata?.uid !== old.metadata?.uid && p.status?.phase === 'Running';
+    },
+    { ...polling, what: `a new pod for ${gw}` },
+  );
 }
 
 const noAllocationLabels = (e: IptablesEip | undefined) =>
@@ -137,7 +138,10 @@ describe.skipIf(skip)('gateway truth on the local stack', () => {
       }),
     );
     await ready('demo-eip');
-    await until('the gw2 gateway pod', async () => stack.api.gateways.get(NS, gwPod('gw2')));
+    await eventuallyValue(async () => stack.api.gateways.get(NS, gwPod('gw2')), {
+      ...polling,
+      what: 'the gw2 gateway pod',
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -153,10 +157,13 @@ describe.skipIf(skip)('gateway truth on the local stack', () => {
     const refused = await condition('t1-move', 'Validated', 'False', 'UnsupportedChange');
     expect(refused.message).toBe("not support eip change natGwDp, old 'gw1', new 'gw2'");
     expect(net1('gw2')).not.toContain(`${ip}/24`);
-    await until('the vpc-nat-gw-name label back on gw1', async () => {
-      const e = await getEip('t1-move');
-      return e?.metadata.labels?.['ovn.kubernetes.io/vpc-nat-gw-name'] === 'gw1';
-    });
+    await eventuallyValue(
+      async () => {
+        const e = await getEip('t1-move');
+        return e?.metadata.labels?.['ovn.kubernetes.io/vpc-nat-gw-name'] === 'gw1';
+      },
+      { ...polling, what: 'the vpc-nat-gw-name label back on gw1' },
+    );
 
     await kc('delete', 'iptables-eip', 't1-move', '--timeout=20s');
     expect(await net1ByExec('gw1')).not.toContain(`inet ${ip}/`);
@@ -188,7 +195,10 @@ describe.skipIf(skip)('gateway truth on the local stack', () => {
       '-p',
       JSON.stringify({ status: { ip } }),
     );
-    await until('status.ip written by hand', async () => (await getEip('t2-copy'))?.status?.ip === ip);
+    await eventuallyValue(async () => (await getEip('t2-copy'))?.status?.ip === ip, {
+      ...polling,
+      what: 'status.ip written by hand',
+    });
     await kc('delete', 'iptables-eip', 't2-copy', '--timeout=20s');
     expect(await net1ByExec('gw1')).toContain(`inet ${ip}/24`);
     expect((await getEip('t2-owner'))?.status?.ready).toBe(true);
@@ -210,7 +220,10 @@ describe.skipIf(skip)('gateway truth on the local stack', () => {
     await kc('delete', 'qos-policy', 't3-qos', '--timeout=20s');
 
     await restartGatewayPod('gw1');
-    await until('the address back on the new gw1 pod', async () => net1('gw1').includes(`${ip}/24`));
+    await eventuallyValue(async () => net1('gw1').includes(`${ip}/24`), {
+      ...polling,
+      what: 'the address back on the new gw1 pod',
+    });
     const qos = await condition('t3-eip', 'QoSApplied', 'False', 'DependencyMissing');
     expect(qos.message).toMatch(/qos policy t3-qos not found/);
     const after = await getEip('t3-eip');
@@ -339,8 +352,9 @@ describe.skipIf(skip)('gateway truth on the local stack', () => {
     await patch('true');
     const before = await ready('t8-before', 40_000);
     const during = await ready('t8-during', 40_000);
-    await until('both addresses on gw1', async () =>
-      [before, during].every((e) => net1('gw1').includes(`${e.status!.ip}/24`)),
+    await eventuallyValue(
+      async () => [before, during].every((e) => net1('gw1').includes(`${e.status!.ip}/24`)),
+      { ...polling, what: 'both addresses on gw1' },
     );
   }, 90_000);
 });

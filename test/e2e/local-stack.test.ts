@@ -9,7 +9,7 @@ import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
 import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { eventuallyValue } from '../support/eventually.js';
+import { eventuallyValue, type Polling } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { startTestStack, type TestStack } from '../support/stack.js';
 
@@ -42,12 +42,8 @@ async function getEip(name: string): Promise<IptablesEip | undefined> {
   }
 }
 
-/** Polls `fn` until it returns a value (test/support/eventually.ts), naming `what` when it never does. */
-function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  return eventuallyValue(fn, timeoutMs, 100).catch((e: unknown) => {
-    throw new Error(`timed out waiting for ${what} (${e instanceof Error ? e.message : String(e)})`);
-  }) as Promise<T>;
-}
+/** How these tests poll the stack: each try reads through the API. */
+const polling: Polling = { timeoutMs: 10_000, stepMs: 100 };
 
 const sim = () => {
   const s = stack.api.gateways.get(NS, POD);
@@ -63,10 +59,13 @@ const tcOf = (ip: string) =>
     .sort();
 
 async function ready(name: string): Promise<IptablesEip> {
-  return until(`${name} Ready`, async () => {
-    const e = await getEip(name);
-    return e?.status?.ready && e.status.ip ? e : undefined;
-  });
+  return eventuallyValue(
+    async () => {
+      const e = await getEip(name);
+      return e?.status?.ready && e.status.ip ? e : undefined;
+    },
+    { ...polling, what: `${name} Ready` },
+  );
 }
 
 async function apply(yaml: string): Promise<void> {
@@ -141,10 +140,13 @@ describe.skipIf(skip)('the local stack, end to end', () => {
 
   it('rejects a static request for the subnet gateway with a condition, before any exec', async () => {
     await apply(eipYaml('e2e-gw', { natGwDp: 'gw1', v4ip: '172.18.0.1' }));
-    const e = await until('a Validated=False condition', async () => {
-      const x = await getEip('e2e-gw');
-      return x?.status?.conditions?.find((c) => c.type === 'Validated' && c.status === 'False');
-    });
+    const e = await eventuallyValue(
+      async () => {
+        const x = await getEip('e2e-gw');
+        return x?.status?.conditions?.find((c) => c.type === 'Validated' && c.status === 'False');
+      },
+      { ...polling, what: 'a Validated=False condition' },
+    );
     expect(e.message).toMatch(/172\.18\.0\.1 is the gateway of subnet ovn-vpc-external-network/);
     expect(net1()).not.toContain('172.18.0.1/24');
   });
@@ -158,9 +160,15 @@ describe.skipIf(skip)('the local stack, end to end', () => {
     const patch = (body: string) =>
       kubectl(stack.api, 'patch', 'iptables-eip', 'e2e-qos', '--type=merge', '-p', body);
     expect((await patch('{"spec":{"qosPolicy":"e2e-slow"}}')).code).toBe(0);
-    await until('slow QoS on the gateway', async () => tcOf(ip).join() === 'ingress 3Mbit');
+    await eventuallyValue(async () => tcOf(ip).join() === 'ingress 3Mbit', {
+      ...polling,
+      what: 'slow QoS on the gateway',
+    });
     expect((await patch('{"spec":{"qosPolicy":"qos-demo"}}')).code).toBe(0);
-    await until('demo QoS on the gateway', async () => tcOf(ip).join() === 'egress 10Mbit,ingress 20Mbit');
+    await eventuallyValue(async () => tcOf(ip).join() === 'egress 10Mbit,ingress 20Mbit', {
+      ...polling,
+      what: 'demo QoS on the gateway',
+    });
     expect(
       (
         await kubectl(
@@ -174,11 +182,14 @@ describe.skipIf(skip)('the local stack, end to end', () => {
         )
       ).code,
     ).toBe(0);
-    await until('no QoS on the gateway', async () => tcOf(ip).length === 0);
-    const eip = await until('status.qosPolicy cleared', async () => {
-      const x = await getEip('e2e-qos');
-      return x?.status?.qosPolicy === '' ? x : undefined;
-    });
+    await eventuallyValue(async () => tcOf(ip).length === 0, { ...polling, what: 'no QoS on the gateway' });
+    const eip = await eventuallyValue(
+      async () => {
+        const x = await getEip('e2e-qos');
+        return x?.status?.qosPolicy === '' ? x : undefined;
+      },
+      { ...polling, what: 'status.qosPolicy cleared' },
+    );
     expect(eip.metadata.labels).not.toHaveProperty(['ovn.kubernetes.io/qos']);
   });
 
@@ -188,20 +199,25 @@ describe.skipIf(skip)('the local stack, end to end', () => {
     await apply(
       'apiVersion: kubeovn.io/v1\nkind: IptablesFIPRule\nmetadata:\n  name: e2e-fip\nspec:\n  eip: e2e-nat\n  internalIp: 10.0.1.10\n',
     );
-    await until('status.nat=fip', async () => (await getEip('e2e-nat'))?.status?.nat === 'fip');
+    await eventuallyValue(async () => (await getEip('e2e-nat'))?.status?.nat === 'fip', {
+      ...polling,
+      what: 'status.nat=fip',
+    });
 
     const del = await kubectl(stack.api, 'delete', 'iptables-eip', 'e2e-nat', '--wait=false');
     expect(del.code, del.stderr).toBe(0);
-    const waiting = await until('a Deleting condition', async () =>
-      (await getEip('e2e-nat'))?.status?.conditions?.find(
-        (c) => c.type === 'Deleting' && c.status === 'True',
-      ),
+    const waiting = await eventuallyValue(
+      async () =>
+        (await getEip('e2e-nat'))?.status?.conditions?.find(
+          (c) => c.type === 'Deleting' && c.status === 'True',
+        ),
+      { ...polling, what: 'a Deleting condition' },
     );
     expect(waiting.message).toMatch(/still in use by fip\/e2e-fip/);
     expect(net1()).toContain(`${eip.status!.ip}/24`);
 
     expect((await kubectl(stack.api, 'delete', 'iptables-fip-rule', 'e2e-fip')).code).toBe(0);
-    await until('the EIP gone', async () => !(await getEip('e2e-nat')));
+    await eventuallyValue(async () => !(await getEip('e2e-nat')), { ...polling, what: 'the EIP gone' });
     expect(net1()).not.toContain(`${eip.status!.ip}/24`);
     expect(await ipamHolds(eip.metadata.uid)).toEqual([]);
   });
@@ -222,16 +238,28 @@ describe.skipIf(skip)('the local stack, end to end', () => {
     const demo = await ready('demo-eip');
     const oldPod = await core.readNamespacedPod({ name: POD, namespace: NS });
     expect((await kubectl(stack.api, 'delete', 'pod', '-n', NS, POD)).code).toBe(0);
-    await until('a new gateway pod', async () => {
-      const p = await core.readNamespacedPod({ name: POD, namespace: NS }).catch(() => undefined);
-      return p && p.metadata?.uid !== oldPod.metadata?.uid && p.status?.phase === 'Running';
+    await eventuallyValue(
+      async () => {
+        const p = await core.readNamespacedPod({ name: POD, namespace: NS }).catch(() => undefined);
+        return p && p.metadata?.uid !== oldPod.metadata?.uid && p.status?.phase === 'Running';
+      },
+      { ...polling, what: 'a new gateway pod' },
+    );
+    await eventuallyValue(async () => net1().includes(`${demo.status!.ip}/24`), {
+      ...polling,
+      what: 'the demo address back on the new pod',
     });
-    await until('the demo address back on the new pod', async () => net1().includes(`${demo.status!.ip}/24`));
-    await until('its QoS back', async () => tcOf(demo.status!.ip!).length === 2);
-    const after = await until('status.redo moved', async () => {
-      const e = await getEip('demo-eip');
-      return e?.status?.ready && e.status.redo !== demo.status?.redo ? e : undefined;
+    await eventuallyValue(async () => tcOf(demo.status!.ip!).length === 2, {
+      ...polling,
+      what: 'its QoS back',
     });
+    const after = await eventuallyValue(
+      async () => {
+        const e = await getEip('demo-eip');
+        return e?.status?.ready && e.status.redo !== demo.status?.redo ? e : undefined;
+      },
+      { ...polling, what: 'status.redo moved' },
+    );
     expect(after.status?.ip).toBe(demo.status?.ip);
   });
 
@@ -240,14 +268,21 @@ describe.skipIf(skip)('the local stack, end to end', () => {
     const before = sim().net1Addresses();
     expect(before).toContain(`${demo.status!.ip}/24`);
     await kubectl(stack.api, 'exec', '-n', NS, POD, '-c', 'vpc-nat-gw', '--', 'kill', '1');
-    await until('the container restarted', async () => {
-      const p = await core.readNamespacedPod({ name: POD, namespace: NS });
-      return (p.status?.containerStatuses?.find((c) => c.name === 'vpc-nat-gw')?.restartCount ?? 0) > 0;
-    });
-    await until('the demo address back after the restart', async () =>
-      net1().includes(`${demo.status!.ip}/24`),
+    await eventuallyValue(
+      async () => {
+        const p = await core.readNamespacedPod({ name: POD, namespace: NS });
+        return (p.status?.containerStatuses?.find((c) => c.name === 'vpc-nat-gw')?.restartCount ?? 0) > 0;
+      },
+      { ...polling, what: 'the container restarted' },
     );
-    await until('its QoS back', async () => tcOf(demo.status!.ip!).length === 2);
+    await eventuallyValue(async () => net1().includes(`${demo.status!.ip}/24`), {
+      ...polling,
+      what: 'the demo address back after the restart',
+    });
+    await eventuallyValue(async () => tcOf(demo.status!.ip!).length === 2, {
+      ...polling,
+      what: 'its QoS back',
+    });
     expect(stack.deadLetters()).toEqual([]);
   });
 });

@@ -17,6 +17,7 @@ import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { localDynamoClient } from '../../local/dynamo.js';
+import { eventuallyValue, type Polling } from '../support/eventually.js';
 
 const LONG = process.env.EIP_LONG === '1';
 const CREATES = LONG ? 80 : 20;
@@ -138,20 +139,8 @@ async function tableItems(
   }
 }
 
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
+/** How this test polls the stacks: each try lists the EIPs through the API (and may scan the table). */
+const polling: Polling = { stepMs: 250 };
 
 afterAll(() => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
@@ -163,11 +152,11 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     const first = start();
     await first.ready;
     const { co } = clients();
-    await until(
-      'the demo EIP',
-      async () => ((await eips(co)).some((e) => e.status?.ready) ? true : undefined),
-      60_000,
-    );
+    await eventuallyValue(async () => (await eips(co)).some((e) => e.status?.ready), {
+      ...polling,
+      what: 'the demo EIP',
+      timeoutMs: 60_000,
+    });
 
     const burstStarted = Date.now();
     const names = Array.from({ length: CREATES }, (_, i) => `kill-${i}`);
@@ -175,11 +164,9 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     const kept = ['demo-eip', ...names.slice(DELETES)];
     await createEips(co, names, 10);
     // Delete the first ones once they are being worked on, then kill while the rest is in flight.
-    await until(
-      'the first EIPs Ready',
-      async () =>
-        (await eips(co)).some((e) => e.metadata.name === deleted[0] && e.status?.ready) ? true : undefined,
-      60_000,
+    await eventuallyValue(
+      async () => (await eips(co)).some((e) => e.metadata.name === deleted[0] && e.status?.ready),
+      { ...polling, what: 'the first EIPs Ready', timeoutMs: 60_000 },
     );
     await Promise.all(deleted.map((name) => co.deleteClusterCustomObject({ ...EIPS, name })));
     const before = await eips(co);
@@ -197,8 +184,7 @@ describe('npm start killed with SIGKILL mid-burst', () => {
       `[stack-kill] restarted stack ready ${((Date.now() - restarted) / 1000).toFixed(1)} s after the restart`,
     );
     const { kc, co: co2 } = clients();
-    await until(
-      'convergence',
+    await eventuallyValue(
       async () => {
         const now = await eips(co2);
         const byName = new Map(now.map((e) => [e.metadata.name, e]));
@@ -208,7 +194,7 @@ describe('npm start killed with SIGKILL mid-burst', () => {
         if (items.some((i) => i.pk?.S?.startsWith('LEASE#'))) return undefined;
         return true;
       },
-      LONG ? 300_000 : 180_000,
+      { ...polling, what: 'convergence', timeoutMs: LONG ? 300_000 : 180_000 },
     );
     const seconds = (Date.now() - restarted) / 1000;
     console.log(`[stack-kill] converged ${seconds.toFixed(1)} s after the restart`);
@@ -238,17 +224,16 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     const { kc, co } = clients();
     const names = Array.from({ length: CREATES }, (_, i) => `pid1-${i}`);
     const creating = createEips(co, names, 5);
-    await until(
-      'some EIPs Ready',
-      async () => ((await eips(co)).filter((e) => e.status?.ready).length >= 3 ? true : undefined),
-      120_000,
-    );
+    await eventuallyValue(async () => (await eips(co)).filter((e) => e.status?.ready).length >= 3, {
+      ...polling,
+      what: 'some EIPs Ready',
+      timeoutMs: 120_000,
+    });
     const killed = await gatewayExec(kc, ['kill', '1']);
     expect(killed.status).toBe('Failure');
     const t = Date.now();
     await creating;
-    await until(
-      'every address back on the gateway',
+    await eventuallyValue(
       async () => {
         const now = await eips(co);
         if (now.length !== CREATES + 1 || !now.every((e) => e.status?.ready)) return undefined;
@@ -258,7 +243,7 @@ describe('npm start killed with SIGKILL mid-burst', () => {
         if (items.some((i) => i.pk?.S?.startsWith('LEASE#'))) return undefined;
         return true;
       },
-      180_000,
+      { ...polling, what: 'every address back on the gateway', timeoutMs: 180_000 },
     );
     console.log(
       `[stack-kill] kill 1 during the burst: converged ${((Date.now() - t) / 1000).toFixed(1)} s after it`,

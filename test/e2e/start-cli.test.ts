@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { eventually, eventuallyValue, GiveUp } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
 const { skip } = kubectlOrSkip();
@@ -44,15 +45,20 @@ function start(...args: string[]): Started {
   return { child, output: () => out, exited };
 }
 
-async function waitFor(s: Started, pattern: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    const m = s.output().match(pattern);
-    if (m) return m;
-    if (s.child.exitCode !== null) throw new Error(`npm start exited ${s.child.exitCode}:\n${s.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out waiting for ${pattern}:\n${s.output()}`);
+/** The first match of `pattern` in the output; gives up at once when npm start exits. */
+function waitFor(s: Started, pattern: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
+  return eventuallyValue(
+    () => {
+      const m = s.output().match(pattern);
+      if (!m && s.child.exitCode !== null)
+        throw new GiveUp(`npm start exited ${s.child.exitCode}:\n${s.output()}`);
+      return m;
+    },
+    { timeoutMs, stepMs: 100, what: `${pattern} in the output of npm start` },
+  ).catch((e: unknown) => {
+    if (e instanceof GiveUp) throw e;
+    throw new Error(`${(e as Error).message}\n${s.output()}`);
+  });
 }
 
 const kubectl = (...args: string[]) =>
@@ -148,13 +154,11 @@ describe.skipIf(skip)('npm start', () => {
     await waitFor(s, /^ready: /m);
     expect(s.output()).not.toMatch(/demo: created/);
     // The restarted API is a node reboot for the gateway: its state is gone until the redo puts the address back.
-    const end = Date.now() + 20_000;
-    let addr = '';
-    while (Date.now() < end && !addr.includes(`inet ${firstIp}/24`)) {
-      addr = await net1ViaKubectl().catch(() => '');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(addr).toContain(`inet ${firstIp}/24`);
+    await eventually(async () => expect(await net1ViaKubectl()).toContain(`inet ${firstIp}/24`), {
+      timeoutMs: 20_000,
+      stepMs: 200,
+      what: 'the demo address back on net1',
+    });
     const get = await kubectl('get', 'iptables-eips', 'demo-eip', '-o', 'jsonpath={.status.ip}');
     expect(get.stdout).toBe(firstIp);
     s.child.kill('SIGTERM');

@@ -28,6 +28,7 @@ import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import type { Deps } from '../../shared/ports.js';
+import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
 const run = promisify(execFile);
@@ -164,7 +165,7 @@ beforeAll(async () => {
       log: memoryLogger('warn'),
     },
   );
-  for (let i = 0; i < 200 && !api.gateways.get(NS, POD); i++) await new Promise((r) => setTimeout(r, 50));
+  await eventuallyValue(() => api.gateways.get(NS, POD), { what: 'the gateway pod' });
   stop = async () => {
     await standIns.stop();
     client.destroy();

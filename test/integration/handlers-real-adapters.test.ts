@@ -30,6 +30,7 @@ import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import type { Deps } from '../../shared/ports.js';
+import { eventuallyValue } from '../support/eventually.js';
 import { allowed, attributesOf, loadGrants } from '../support/rbac.js';
 
 const run = promisify(execFile);
@@ -82,9 +83,9 @@ beforeAll(async () => {
     currentContext: 'local',
   });
   deps = buildDeps(config, { kubeConfig: handlersKc, dynamo: client, log: memoryLogger('warn') });
-  // Wait for the stand-in's gateway pod to be Running.
-  for (let i = 0; i < 100 && !api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'); i++)
-    await new Promise((r) => setTimeout(r, 50));
+  await eventuallyValue(() => api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'), {
+    what: "the stand-in's gateway pod",
+  });
   stop = async () => {
     await standIns.stop();
     client.destroy();

@@ -12,15 +12,8 @@ import {
 } from '../../shared/domain/errors.js';
 import { FINALIZER, type IptablesEip, Label, Plural } from '../../shared/domain/kube-ovn.js';
 import type { Cluster } from '../../shared/ports.js';
-import {
-  createCustom,
-  createGateway,
-  createSubnets,
-  eventually,
-  g,
-  startWorld,
-  type World,
-} from './k8s-fixtures.js';
+import { eventuallyValue } from '../support/eventually.js';
+import { createCustom, createGateway, createSubnets, g, startWorld, type World } from './k8s-fixtures.js';
 
 let w: World;
 let cluster: Cluster;
@@ -134,7 +127,7 @@ describe('reads', () => {
 describe('findGatewayPod', () => {
   it("maps the gateway pod: phase, creation time and the vpc-nat-gw container's state", async () => {
     await createGateway(w, 'p-gw');
-    const pod = await eventually(async () => {
+    const pod = await eventuallyValue(async () => {
       const p = await cluster.findGatewayPod('p-gw');
       return p?.phase === 'Running' && p.container?.ready ? p : undefined;
     });
@@ -146,7 +139,7 @@ describe('findGatewayPod', () => {
   });
 
   it("sees the container restart count go up after the gateway's PID 1 is killed", async () => {
-    const before = await eventually(() => cluster.findGatewayPod('p-gw'));
+    const before = await eventuallyValue(() => cluster.findGatewayPod('p-gw'));
     await new Promise<void>((resolve) => {
       void new Exec(w.kc).exec(
         before.namespace,
@@ -160,7 +153,7 @@ describe('findGatewayPod', () => {
         () => resolve(),
       );
     });
-    const after = await eventually(async () => {
+    const after = await eventuallyValue(async () => {
       const p = await cluster.findGatewayPod('p-gw');
       return p?.container?.restartCount === 1 && p.container.ready ? p : undefined;
     });
@@ -173,7 +166,7 @@ describe('findGatewayPod', () => {
 
   it("throws GatewayNotReadyError when more than one pod carries the gateway's labels", async () => {
     await createGateway(w, 'p-two');
-    await eventually(() => cluster.findGatewayPod('p-two'));
+    await eventuallyValue(() => cluster.findGatewayPod('p-two'));
     await w.core.createNamespacedPod({
       namespace: 'kube-system',
       body: {

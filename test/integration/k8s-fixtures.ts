@@ -86,6 +86,3 @@ export async function gatewayPod(w: World, gw: string): Promise<V1Pod | undefine
     throw e;
   }
 }
-
-/** Polls until `check` returns a value that is not undefined, null or false (test/support/eventually.ts). */
-export { eventuallyValue as eventually } from '../support/eventually.js';

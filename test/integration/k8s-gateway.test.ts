@@ -9,7 +9,8 @@ import {
   InvalidSpecError,
 } from '../../shared/domain/errors.js';
 import type { Gateway, GatewayPod } from '../../shared/ports.js';
-import { createGateway, createSubnets, eventually, startWorld, type World } from './k8s-fixtures.js';
+import { eventuallyValue } from '../support/eventually.js';
+import { createGateway, createSubnets, startWorld, type World } from './k8s-fixtures.js';
 
 let w: World;
 let standIns: StandIns;
@@ -23,11 +24,11 @@ beforeAll(async () => {
   await createSubnets(w);
   await createGateway(w, 'gw1');
   const cluster = createK8sCluster({ kubeConfig: w.kc, namespace: 'kube-system' });
-  pod = await eventually(async () => {
+  pod = await eventuallyValue(async () => {
     const p = await cluster.findGatewayPod('gw1');
     return p?.phase === 'Running' && p.container?.ready ? p : undefined;
   });
-  sim = await eventually(() => {
+  sim = await eventuallyValue(() => {
     const s = w.api.gateways.get('kube-system', pod.name);
     return s?.initialised ? s : undefined;
   });

@@ -3,12 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
 import { startQosStandIn } from '../../local/controllers/qos.js';
 import { Plural } from '../../shared/domain/kube-ovn.js';
+import { eventuallyValue } from '../support/eventually.js';
 import {
   createCustom,
   createGateway,
   createSubnets,
   EXTERNAL,
-  eventually,
   g,
   gatewayPod,
   startWorld,
@@ -35,7 +35,7 @@ const NS = 'kube-system';
 describe('gateway stand-in', () => {
   it("creates the gateway pod as kube-ovn's StatefulSet template does, and the local API initialises it", async () => {
     await createGateway(w, 'gwa');
-    const pod = await eventually(() => gatewayPod(w, 'gwa'));
+    const pod = await eventuallyValue(() => gatewayPod(w, 'gwa'));
     expect(pod.metadata?.labels).toMatchObject({
       app: 'vpc-nat-gw-gwa',
       'ovn.kubernetes.io/vpc-nat-gw': 'true',
@@ -53,40 +53,40 @@ describe('gateway stand-in', () => {
     expect(pod.spec?.containers.map((c) => [c.name, c.securityContext?.privileged])).toEqual([
       ['vpc-nat-gw', true],
     ]);
-    const sim = await eventually(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0'));
-    await eventually(() => sim.initialised);
+    const sim = await eventuallyValue(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0'));
+    await eventuallyValue(() => sim.initialised);
     expect(sim.routes()).toContain('10.96.0.0/12 via 10.0.1.1 dev eth0');
   });
 
   it('gives each gateway pod the highest free non-excluded address of the external subnet as its net1', async () => {
     await createGateway(w, 'gwb');
     await createGateway(w, 'gwc');
-    const addrs = await eventually(async () => {
+    const addrs = await eventuallyValue(async () => {
       const pods = await Promise.all(['gwa', 'gwb', 'gwc'].map((n) => gatewayPod(w, n)));
       const a = pods.map((p) => p?.metadata?.annotations?.[`${EXTERNAL}.${NS}.kubernetes.io/ip_address`]);
       return a.every(Boolean) ? a : undefined;
     });
     // 172.18.255.248-255 are excluded; .247 downwards are handed out, one per pod.
     expect(new Set(addrs)).toEqual(new Set(['172.18.255.247', '172.18.255.246', '172.18.255.245']));
-    const sim = await eventually(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwb-0'));
+    const sim = await eventuallyValue(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwb-0'));
     expect(sim.net1Addresses()).toHaveLength(1);
     expect(addrs).toContain(sim.net1Addresses()[0]?.replace('/16', ''));
   });
 
   it('replaces a deleted gateway pod with a new one (new uid, fresh gateway state), as a StatefulSet would', async () => {
-    const before = await eventually(() => gatewayPod(w, 'gwa'));
-    const oldSim = await eventually(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0'));
-    await eventually(() => oldSim.initialised);
+    const before = await eventuallyValue(() => gatewayPod(w, 'gwa'));
+    const oldSim = await eventuallyValue(() => w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0'));
+    await eventuallyValue(() => oldSim.initialised);
     expect(
       oldSim.exec(['bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '172.18.0.10/16,172.18.0.1']).exitCode,
     ).toBe(0);
     await w.core.deleteNamespacedPod({ name: 'vpc-nat-gw-gwa-0', namespace: NS });
-    const after = await eventually(async () => {
+    const after = await eventuallyValue(async () => {
       const p = await gatewayPod(w, 'gwa');
       return p && p.metadata?.uid !== before.metadata?.uid ? p : undefined;
     });
     expect(after.metadata?.name).toBe('vpc-nat-gw-gwa-0');
-    const sim = await eventually(() => {
+    const sim = await eventuallyValue(() => {
       const s = w.api.gateways.get(NS, 'vpc-nat-gw-gwa-0');
       return s !== oldSim && s?.initialised ? s : undefined;
     });
@@ -95,9 +95,9 @@ describe('gateway stand-in', () => {
 
   it('deletes the pod when its VpcNatGateway is deleted', async () => {
     await createGateway(w, 'gwd');
-    await eventually(() => gatewayPod(w, 'gwd'));
+    await eventuallyValue(() => gatewayPod(w, 'gwd'));
     await w.custom.deleteClusterCustomObject({ ...g, plural: Plural.gateway, name: 'gwd' });
-    await eventually(async () => (await gatewayPod(w, 'gwd')) === undefined);
+    await eventuallyValue(async () => (await gatewayPod(w, 'gwd')) === undefined);
   });
 
   it('uses spec.externalSubnets[0] as the external network, and waits for that subnet to exist', async () => {
@@ -109,7 +109,7 @@ describe('gateway stand-in', () => {
       cidrBlock: '192.168.100.0/24',
       gateway: '192.168.100.1',
     });
-    const pod = await eventually(() => gatewayPod(w, 'gwe'));
+    const pod = await eventuallyValue(() => gatewayPod(w, 'gwe'));
     expect(pod.metadata?.annotations).toMatchObject({
       'k8s.v1.cni.cncf.io/networks': `${NS}/ext2`,
       [`ext2.${NS}.kubernetes.io/ip_address`]: '192.168.100.254',
@@ -119,14 +119,14 @@ describe('gateway stand-in', () => {
 
   it("rolls the pod when the gateway's LAN address changes", async () => {
     await createGateway(w, 'gwf');
-    const first = await eventually(() => gatewayPod(w, 'gwf'));
+    const first = await eventuallyValue(() => gatewayPod(w, 'gwf'));
     await w.custom.patchClusterCustomObject({
       ...g,
       plural: Plural.gateway,
       name: 'gwf',
       body: [{ op: 'replace', path: '/spec/lanIp', value: '10.0.1.253' }],
     });
-    const next = await eventually(async () => {
+    const next = await eventuallyValue(async () => {
       const p = await gatewayPod(w, 'gwf');
       return p && p.metadata?.uid !== first.metadata?.uid ? p : undefined;
     });
@@ -135,12 +135,12 @@ describe('gateway stand-in', () => {
 
   it('restarts an informer whose re-watch fails with a server error', async () => {
     await createGateway(w, 'gwh');
-    const first = await eventually(() => gatewayPod(w, 'gwh'));
+    const first = await eventuallyValue(() => gatewayPod(w, 'gwh'));
     const fault = w.api.faults.apiError({ verb: 'watch', resource: 'pods', code: 500 });
     w.api.faults.dropWatches();
-    await eventually(() => fault.hits === 1);
+    await eventuallyValue(() => fault.hits === 1);
     await w.core.deleteNamespacedPod({ name: 'vpc-nat-gw-gwh-0', namespace: NS });
-    await eventually(async () => {
+    await eventuallyValue(async () => {
       const p = await gatewayPod(w, 'gwh');
       return p && p.metadata?.uid !== first.metadata?.uid;
     });
@@ -149,11 +149,11 @@ describe('gateway stand-in', () => {
 
   it('keeps working after its watches are dropped and the watch history is compacted', async () => {
     await createGateway(w, 'gwg');
-    const first = await eventually(() => gatewayPod(w, 'gwg'));
+    const first = await eventuallyValue(() => gatewayPod(w, 'gwg'));
     w.api.faults.compact();
     w.api.faults.dropWatches();
     await w.core.deleteNamespacedPod({ name: 'vpc-nat-gw-gwg-0', namespace: NS });
-    await eventually(async () => {
+    await eventuallyValue(async () => {
       const p = await gatewayPod(w, 'gwg');
       return p && p.metadata?.uid !== first.metadata?.uid;
     });
@@ -178,7 +178,7 @@ describe('QoS stand-in', () => {
       bindingType: 'EIP',
       bandwidthLimitRules: rules,
     });
-    const s = await eventually(() => status('q-sorted'));
+    const s = await eventuallyValue(() => status('q-sorted'));
     expect(s).toEqual({ shared: true, bindingType: 'EIP', bandwidthLimitRules: [rules[1], rules[0]] });
   });
 
@@ -188,14 +188,14 @@ describe('QoS stand-in', () => {
       bindingType: 'EIP',
       bandwidthLimitRules: [{ name: 'r1', direction: 'ingress', rateMax: '1', burstMax: '1', priority: 1 }],
     });
-    await eventually(() => status('q-change'));
+    await eventuallyValue(() => status('q-change'));
     await w.custom.patchClusterCustomObject({
       ...g,
       plural: Plural.qos,
       name: 'q-change',
       body: [{ op: 'replace', path: '/spec/bandwidthLimitRules/0/rateMax', value: '7' }],
     });
-    await eventually(async () => {
+    await eventuallyValue(async () => {
       const rules = (await status('q-change'))?.bandwidthLimitRules as Array<{ rateMax: string }>;
       return rules[0]?.rateMax === '7';
     });
@@ -213,7 +213,7 @@ describe('QoS stand-in', () => {
   it('refuses an unshared policy with the NATGW binding type, as kube-ovn does', async () => {
     await createCustom(w, Plural.qos, 'QoSPolicy', 'q-natgw', { shared: false, bindingType: 'NATGW' });
     await createCustom(w, Plural.qos, 'QoSPolicy', 'q-after', { shared: true, bindingType: 'EIP' });
-    await eventually(() => status('q-after'));
+    await eventuallyValue(() => status('q-after'));
     expect(await status('q-natgw')).toBeUndefined();
     expect(logs.some((l) => l.includes('q-natgw'))).toBe(true);
   });
@@ -244,43 +244,45 @@ describe("gateway stand-in with kube-ovn's feature switch (the local stack's set
 
   it('creates no gateway pod while ovn-vpc-nat-gw-config is missing, and one once both ConfigMaps switch it on', async () => {
     await createGateway(fw, 'fa');
-    await eventually(() =>
+    await eventuallyValue(() =>
       lines.some((l) => l.includes('feature is off: configMap "ovn-vpc-nat-gw-config" not configured')),
     );
     expect(await gatewayPod(fw, 'fa')).toBeUndefined();
     await cm('ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'true' });
     // Enabled but no image yet: kube-ovn's state stays as it was, so still no pod.
-    await eventually(() => lines.some((l) => l.includes('configmaps "ovn-vpc-nat-config" not found')));
+    await eventuallyValue(() => lines.some((l) => l.includes('configmaps "ovn-vpc-nat-config" not found')));
     expect(await gatewayPod(fw, 'fa')).toBeUndefined();
     await cm('ovn-vpc-nat-config', { image: 'docker.io/kubeovn/vpc-nat-gateway:v1.12.4' });
-    const pod = await eventually(() => gatewayPod(fw, 'fa'));
+    const pod = await eventuallyValue(() => gatewayPod(fw, 'fa'));
     expect(pod.metadata?.labels?.app).toBe('vpc-nat-gw-fa');
   });
 
   it('removes every gateway pod when enable-vpc-nat-gw is "false", and re-creates them, freshly initialised, when it is "true" again', async () => {
     await createGateway(fw, 'fb');
-    const before = await eventually(() => gatewayPod(fw, 'fb'));
-    const oldSim = await eventually(() => fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0'));
-    await eventually(() => oldSim.initialised);
+    const before = await eventuallyValue(() => gatewayPod(fw, 'fb'));
+    const oldSim = await eventuallyValue(() => fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0'));
+    await eventuallyValue(() => oldSim.initialised);
     expect(
       oldSim.exec(['bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '172.18.0.20/16,172.18.0.1']).exitCode,
     ).toBe(0);
     await setEnable('false');
-    await eventually(async () => !(await gatewayPod(fw, 'fa')) && !(await gatewayPod(fw, 'fb')));
+    await eventuallyValue(async () => !(await gatewayPod(fw, 'fa')) && !(await gatewayPod(fw, 'fb')));
     expect(fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0')).toBeUndefined();
     // A gateway created while the feature is off gets no pod either.
     await createGateway(fw, 'fc');
-    await eventually(() => lines.some((l) => l.includes('feature is off: parameter "enable-vpc-nat-gw"')));
+    await eventuallyValue(() =>
+      lines.some((l) => l.includes('feature is off: parameter "enable-vpc-nat-gw"')),
+    );
     expect(await gatewayPod(fw, 'fc')).toBeUndefined();
 
     await setEnable('true');
-    const pods = await eventually(async () => {
+    const pods = await eventuallyValue(async () => {
       const all = await Promise.all(['fa', 'fb', 'fc'].map((n) => gatewayPod(fw, n)));
       return all.every(Boolean) ? all : undefined;
     });
     expect(pods[1]?.metadata?.uid).not.toBe(before.metadata?.uid);
-    const sim = await eventually(() => fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0'));
-    await eventually(() => sim.initialised);
+    const sim = await eventuallyValue(() => fw.api.gateways.get(NS, 'vpc-nat-gw-fb-0'));
+    await eventuallyValue(() => sim.initialised);
     expect(sim.net1Addresses()).not.toContain('172.18.0.20/16');
   });
 });
@@ -318,8 +320,8 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
     ] as const)
       await mw.core.createNamespacedConfigMap({ namespace: NS, body: { metadata: { name }, data } });
     await createGateway(mw, 'gw1');
-    const sim = await eventually(() => mw.api.gateways.get(NS, 'vpc-nat-gw-gw1-0'));
-    await eventually(() => sim.initialised);
+    const sim = await eventuallyValue(() => mw.api.gateways.get(NS, 'vpc-nat-gw-gw1-0'));
+    await eventuallyValue(() => sim.initialised);
   });
 
   afterAll(async () => {
@@ -337,7 +339,7 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
       log: (l) => lines.push(l),
     });
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-1', { natGwDp: 'gw1' });
-    const e = await eventually(async () => {
+    const e = await eventuallyValue(async () => {
       const x = await getEip('ko-1');
       return x?.status?.ready && x.metadata.finalizers?.length ? x : undefined;
     });
@@ -356,18 +358,18 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
     expect(sim?.net1Addresses()).toContain('172.18.0.2/16');
 
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-2', { natGwDp: 'gw1' });
-    const second = await eventually(async () => {
+    const second = await eventuallyValue(async () => {
       const x = await getEip('ko-2');
       return x?.status?.ready ? x : undefined;
     });
     expect(second.status?.ip).toBe('172.18.0.3');
 
     await mw.custom.deleteClusterCustomObject({ ...g, plural: Plural.eip, name: 'ko-1' });
-    await eventually(async () => (await getEip('ko-1')) === undefined);
+    await eventuallyValue(async () => (await getEip('ko-1')) === undefined);
     expect(sim?.net1Addresses()).not.toContain('172.18.0.2/16');
     // The address is free again in the model's IPAM.
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-3', { natGwDp: 'gw1' });
-    const third = await eventually(async () => {
+    const third = await eventuallyValue(async () => {
       const x = await getEip('ko-3');
       return x?.status?.ready ? x : undefined;
     });
@@ -385,16 +387,16 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
       log: (l) => lines.push(l),
     });
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'off-1', { natGwDp: 'gw1' });
-    await eventually(() => lines.some((l) => l.includes('kube-ovn eip model (workers-off): started')));
+    await eventuallyValue(() => lines.some((l) => l.includes('kube-ovn eip model (workers-off): started')));
     expect((await getEip('off-1'))?.status).toBeUndefined();
-    const before = await eventually(() => gatewayPod(mw, 'gw1'));
+    const before = await eventuallyValue(() => gatewayPod(mw, 'gw1'));
     await mw.core.deleteNamespacedPod({ namespace: NS, name: 'vpc-nat-gw-gw1-0' });
-    const after = await eventually(async () => {
+    const after = await eventuallyValue(async () => {
       const p = await gatewayPod(mw, 'gw1');
       return p && p.metadata?.uid !== before.metadata?.uid && p.status?.phase === 'Running' ? p : undefined;
     });
     const token = redoToken(after.metadata?.creationTimestamp);
-    const e = await eventually(async () => {
+    const e = await eventuallyValue(async () => {
       const x = await getEip('off-1');
       return x?.status?.redo === token ? x : undefined;
     });
