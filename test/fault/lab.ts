@@ -9,7 +9,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   CustomObjectsApi,
   KubeConfig,
@@ -19,10 +18,8 @@ import {
 import { HttpResponse } from '@smithy/protocol-http';
 import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
-import { startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import type { NatGatewaySim } from '../../local/natgw/sim.js';
-import { ensureTable } from '../../local/table.js';
 import { createDynamoIpam, createDynamoLeases } from '../../shared/adapters/dynamo/index.js';
 import { createK8sCluster, createK8sGateway } from '../../shared/adapters/k8s/index.js';
 import type { Invocation } from '../../shared/core/invocation.js';
@@ -35,6 +32,7 @@ import { memoryLogger } from '../../shared/observability/log.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Deps } from '../../shared/ports.js';
 import { ManualClock } from '../support/clock.js';
+import { startDynamoFixture } from '../support/dynamo.js';
 import { eventuallyValue } from '../support/eventually.js';
 
 export const NS = 'kube-system';
@@ -89,16 +87,12 @@ export async function startLab(
   const kubeconfig = join(dir, 'kubeconfig');
   const api = await startKubeApi({ restartDelayMs: 20 });
   await api.writeKubeconfig(kubeconfig);
-  const dynamo = await startLocalDynamo();
+  const dynamo = await startDynamoFixture();
   const dynamoFaults: DynamoFault[] = [];
-  const client = new DynamoDBClient({
-    endpoint: dynamo.endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
-    // Two SDK attempts per request (the default is three): the adapter's own retries and Lambda's redelivery are
-    // what the fault suite exercises, and a fault that outlasts them costs seconds rather than tens of seconds.
-    maxAttempts: 2,
-  });
+  // Two SDK attempts per request (the product's client makes four): the adapter's own retries and Lambda's
+  // redelivery are what the fault suite exercises, and a fault that outlasts them costs seconds rather than tens of
+  // seconds.
+  const client = await dynamo.table(table, { maxAttempts: 2 });
   // The fault seam: in the deserialize step, below the SDK's retry middleware, so its retries see the fault as
   // they would see DynamoDB's own answer.
   client.middlewareStack.add(
@@ -126,7 +120,6 @@ export async function startLab(
     },
     { step: 'deserialize', priority: 'low', name: 'labDynamoFaults' },
   );
-  await ensureTable(client, table);
   const kc = new KubeConfig();
   kc.loadFromString(api.kubeconfigYaml());
   const standIns = await startStandIns({ kubeConfig: kc });
@@ -228,7 +221,6 @@ export async function startLab(
     },
     async close() {
       await standIns.stop();
-      client.destroy();
       await api.close();
       await dynamo.close();
       rmSync(dir, { recursive: true, force: true });

@@ -10,16 +10,13 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
-import { startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
-import { ensureTable } from '../../local/table.js';
 import { kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { loadConfig } from '../../shared/config/config.js';
@@ -28,6 +25,7 @@ import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import type { Deps } from '../../shared/ports.js';
+import { type DynamoFixture, PRODUCT_RETRIES, startDynamoFixture } from '../support/dynamo.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
@@ -40,7 +38,7 @@ const SUBNET = 'ovn-vpc-external-network';
 const { skip } = kubectlOrSkip();
 
 let api: KubeApi;
-let dynamo: Awaited<ReturnType<typeof startLocalDynamo>>;
+let dynamo: DynamoFixture;
 let deps: Deps;
 let dir: string;
 let kubeconfig: string;
@@ -137,13 +135,8 @@ beforeAll(async () => {
   kubeconfig = join(dir, 'kubeconfig');
   api = await startKubeApi();
   await api.writeKubeconfig(kubeconfig);
-  dynamo = await startLocalDynamo();
-  const client = new DynamoDBClient({
-    endpoint: dynamo.endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
-  });
-  await ensureTable(client, TABLE);
+  dynamo = await startDynamoFixture();
+  const client = await dynamo.table(TABLE, PRODUCT_RETRIES);
   const kc = kubeConfigFromFile(kubeconfig);
   const standIns = await startStandIns({ kubeConfig: kc });
   const objects = KubernetesObjectApi.makeApiClient(kc);
@@ -168,7 +161,6 @@ beforeAll(async () => {
   await eventuallyValue(() => api.gateways.get(NS, POD), { what: 'the gateway pod' });
   stop = async () => {
     await standIns.stop();
-    client.destroy();
     await api.close();
     await dynamo.close();
   };

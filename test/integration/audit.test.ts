@@ -8,17 +8,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DynamoDBClient, paginateScan } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient, paginateScan } from '@aws-sdk/client-dynamodb';
 import { type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
-import { startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubectl } from '../../local/kube-api/testing.js';
 import type { NatGatewaySim } from '../../local/natgw/sim.js';
-import { ensureTable } from '../../local/table.js';
 import { createDynamoIpam, createDynamoLeases } from '../../shared/adapters/dynamo/index.js';
 import { kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
 import { buildDeps } from '../../shared/adapters/live.js';
@@ -31,6 +29,7 @@ import { poolsOf } from '../../shared/domain/addressing.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import { memoryLogger } from '../../shared/observability/log.js';
+import { type DynamoFixture, PRODUCT_RETRIES, startDynamoFixture } from '../support/dynamo.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
@@ -39,7 +38,7 @@ const NS = 'kube-system';
 const MIN = 60_000;
 
 let api: KubeApi;
-let dynamo: Awaited<ReturnType<typeof startLocalDynamo>>;
+let dynamo: DynamoFixture;
 let client: DynamoDBClient;
 let stop: () => Promise<void>;
 let deps: AuditDeps;
@@ -114,13 +113,8 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'eip-audit-'));
   api = await startKubeApi();
   await api.writeKubeconfig(join(dir, 'kubeconfig'));
-  dynamo = await startLocalDynamo();
-  client = new DynamoDBClient({
-    endpoint: dynamo.endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
-  });
-  await ensureTable(client, TABLE);
+  dynamo = await startDynamoFixture();
+  client = await dynamo.table(TABLE, PRODUCT_RETRIES);
   const kc = kubeConfigFromFile(join(dir, 'kubeconfig'));
   const standIns = await startStandIns({ kubeConfig: kc });
   const objects = KubernetesObjectApi.makeApiClient(kc);
@@ -157,7 +151,6 @@ beforeAll(async () => {
   ips.g = await add('g', { natGwDp: 'gw2' });
   stop = async () => {
     await standIns.stop();
-    client.destroy();
     await api.close();
     await dynamo.close();
   };

@@ -13,10 +13,8 @@ import { CustomObjectsApi, Exec, type KubeConfig, KubernetesObjectApi } from '@k
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
-import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
-import { ensureTable } from '../../local/table.js';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { type Bridge, type InProcessSink, inProcessSink, startBridge } from '../../shared/bridge/index.js';
 import { loadConfig } from '../../shared/config/config.js';
@@ -26,6 +24,7 @@ import { leaseKey } from '../../shared/domain/lease.js';
 import type { EipEvent } from '../../shared/events.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import type { Deps } from '../../shared/ports.js';
+import { PRODUCT_RETRIES, startDynamoFixture } from '../support/dynamo.js';
 import { eventually } from '../support/eventually.js';
 
 const NS = 'kube-system';
@@ -42,11 +41,9 @@ describe('bridge with the in-process sink and the real handlers', () => {
   const handled: { event: EipEvent; outcome: Outcome }[] = [];
 
   beforeAll(async () => {
-    const dynamo = await startLocalDynamo();
+    const dynamo = await startDynamoFixture();
     stops.push(() => dynamo.close());
-    const client = localDynamoClient(dynamo.endpoint);
-    stops.push(async () => client.destroy());
-    await ensureTable(client, TABLE);
+    const client = await dynamo.table(TABLE, PRODUCT_RETRIES);
     api = await startKubeApi({ restartDelayMs: 100 });
     stops.push(() => api.close());
     kc = kubeConfigFor(api);

@@ -3,26 +3,17 @@
  * state, as separate Lambda containers would have). Checks the results against the table itself.
  */
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { capacity } from '../../shared/domain/addressing.js';
 import { LeaseHeldError, NoAvailableAddressError } from '../../shared/domain/errors.js';
 import type { Allocation, Pool } from '../../shared/ports.js';
-import { type DynamoFixture, FIRST, startDynamoFixture } from './dynamo-fixture.js';
+import { type CountingClient, FIRST, useDynamo } from '../support/dynamo.js';
 
 /** New owners claim as the add does right after writing the finalizer: first attempts (ADR 0043). */
 
-let fx: DynamoFixture;
-beforeAll(async () => {
-  fx = await startDynamoFixture();
-});
-afterAll(async () => {
-  await fx?.close();
-});
+const fx = useDynamo();
 
-async function heldInTable(
-  client: ReturnType<DynamoFixture['client']>,
-  tableName: string,
-): Promise<Map<string, string>> {
+async function heldInTable(client: CountingClient, tableName: string): Promise<Map<string, string>> {
   const held = new Map<string, string>();
   let start: Record<string, never> | undefined;
   do {

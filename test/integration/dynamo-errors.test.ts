@@ -15,7 +15,7 @@ import {
 import { StoreUnavailableError } from '../../shared/domain/errors.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Pool } from '../../shared/ports.js';
-import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+import { type DynamoFixture, PRODUCT_RETRIES, startDynamoFixture } from '../support/dynamo.js';
 
 let fx: DynamoFixture;
 let proxy: Server;
@@ -77,7 +77,7 @@ const serverError = { status: 500, type: 'InternalServerError', message: 'Intern
 
 async function setup() {
   const { tableName } = await fx.freshTable();
-  const client = localDynamoClient(proxyUrl, { maxAttempts: DYNAMO_MAX_ATTEMPTS, retryMode: 'standard' });
+  const client = localDynamoClient(proxyUrl, PRODUCT_RETRIES);
   const metrics = new TallyMetrics();
   pending.length = 0;
   answered = 0;

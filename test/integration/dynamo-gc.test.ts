@@ -2,19 +2,13 @@
  * Garbage collection and release races against dynalite: the collector frees what belongs to owners that are
  * gone, and never an allocation that is live, in flight, or re-claimed under its feet.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Allocation, Pool } from '../../shared/ports.js';
 import { ManualClock } from '../support/clock.js';
-import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+import { useDynamo } from '../support/dynamo.js';
 
-let fx: DynamoFixture;
-beforeAll(async () => {
-  fx = await startDynamoFixture();
-});
-afterAll(async () => {
-  await fx?.close();
-});
+const fx = useDynamo();
 
 const pool: Pool = { subnet: 'ext', family: 4, cidr: '10.20.0.0/24', gateway: '10.20.0.1', exclude: [] };
 const v6: Pool = { subnet: 'ext', family: 6, cidr: 'fd20::/120', gateway: 'fd20::1', exclude: [] };

@@ -1,15 +1,8 @@
-import { afterAll, beforeAll } from 'vitest';
 import { describeIpamContract, describeLeasesContract } from '../contract/ipam.js';
 import type { ManualClock } from '../support/clock.js';
-import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+import { useDynamo } from '../support/dynamo.js';
 
-let fx: DynamoFixture;
-beforeAll(async () => {
-  fx = await startDynamoFixture();
-});
-afterAll(async () => {
-  await fx?.close();
-});
+const fx = useDynamo();
 
 const make = async (clock: ManualClock) => {
   const { ipam, leases } = await fx.freshTable({ clock });

@@ -4,21 +4,15 @@
  * claimed or released in the last LAG_MS — and a retry that comes within the lag must still get the owner's own
  * address back, on every path the allocator takes (blind first write, home block, pointer).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createDynamoIpam, type DynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { Pool } from '../../shared/ports.js';
 import { ManualClock } from '../support/clock.js';
-import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+import { useDynamo } from '../support/dynamo.js';
 
 const LAG_MS = 60_000;
 
-let fx: DynamoFixture;
-beforeAll(async () => {
-  fx = await startDynamoFixture();
-});
-afterAll(async () => {
-  await fx?.close();
-});
+const fx = useDynamo();
 
 /** An adapter whose client sees the indexes LAG_MS behind the table (the clock never moves in these tests). */
 async function laggingIpam(clock: ManualClock): Promise<{ ipam: DynamoIpam; hidden: () => number }> {

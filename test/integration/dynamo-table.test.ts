@@ -8,19 +8,13 @@ import {
   GetItemCommand,
   PutItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { ensureTable, loadTableDefinition } from '../../local/table.js';
 import { StoreUnavailableError } from '../../shared/domain/errors.js';
-import { type DynamoFixture, startDynamoFixture } from './dynamo-fixture.js';
+import { useDynamo } from '../support/dynamo.js';
 
-let fx: DynamoFixture;
-beforeAll(async () => {
-  fx = await startDynamoFixture();
-});
-afterAll(async () => {
-  await fx?.close();
-});
+const fx = useDynamo();
 
 describe('the table definition', () => {
   it('declares an on-demand table with point-in-time recovery, a lease TTL and retention on stack deletion', async () => {

@@ -2,34 +2,17 @@
  * Garbage collection as the scheduled function runs it: the live set from the cluster (EIPs and gateway pods), the
  * DynamoDB IPAM on dynalite. The collector also records the live gateway pods' own addresses in IPAM (ADR 0042).
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startLocalDynamo } from '../../local/dynamo.js';
-import { ensureTable } from '../../local/table.js';
+import { describe, expect, it } from 'vitest';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { collectGarbage } from '../../shared/core/gc.js';
+import { useDynamo } from '../support/dynamo.js';
 import { world } from '../support/world.js';
 
-let dynamo: Awaited<ReturnType<typeof startLocalDynamo>>;
-let client: DynamoDBClient;
-
-beforeAll(async () => {
-  dynamo = await startLocalDynamo();
-  client = new DynamoDBClient({
-    endpoint: dynamo.endpoint,
-    region: 'local',
-    credentials: { accessKeyId: 'x', secretAccessKey: 'x' },
-  });
-});
-
-afterAll(async () => {
-  client.destroy();
-  await dynamo.close();
-});
+const dynamo = useDynamo();
 
 describe('garbage collection', () => {
   it('releases what a vanished EIP held, keeps live EIPs and gateway pod reservations, and never touches fresh claims', async () => {
-    await ensureTable(client, 'gc-test');
+    const client = await dynamo.table('gc-test');
     const w = world();
     const ipam = createDynamoIpam({ client, tableName: 'gc-test', clock: w.clock });
     w.deps.ipam = ipam;
@@ -63,7 +46,7 @@ describe('garbage collection', () => {
   });
 
   it("reserves each live gateway pod's own address, hands a re-created pod its predecessor's, and leaves an EIP's alone", async () => {
-    await ensureTable(client, 'gc-pods');
+    const client = await dynamo.table('gc-pods');
     const w = world();
     const ipam = createDynamoIpam({ client, tableName: 'gc-pods', clock: w.clock });
     w.deps.ipam = ipam;

@@ -6,7 +6,7 @@
  * proposed only once an allocator has seen that its pool is not sparse (in a sparse one, a blind write at the
  * owner's own block is one request without any memory).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { heldAddressItem, putItems } from '../../local/table.js';
 import type { DynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { blockRange, geometryOf, homeOfHint } from '../../shared/adapters/dynamo/layout.js';
@@ -14,16 +14,10 @@ import { IPAM_HOME_ANNOTATION, parseAddress } from '../../shared/domain/addressi
 import { DEFAULT_EXTERNAL_SUBNET } from '../../shared/domain/kube-ovn.js';
 import type { Pool } from '../../shared/ports.js';
 import { ManualClock } from '../support/clock.js';
+import { FIRST, type FreshTable, useDynamo } from '../support/dynamo.js';
 import { world } from '../support/world.js';
-import { type DynamoFixture, FIRST, startDynamoFixture } from './dynamo-fixture.js';
 
-let fx: DynamoFixture;
-beforeAll(async () => {
-  fx = await startDynamoFixture();
-});
-afterAll(async () => {
-  await fx?.close();
-});
+const fx = useDynamo();
 
 const wide: Pool = { subnet: 'wide', family: 4, cidr: '172.20.0.0/16', gateway: '172.20.0.1', exclude: [] };
 
@@ -36,10 +30,8 @@ const dense: Pool = {
   exclude: [],
 };
 
-type Table = Awaited<ReturnType<DynamoFixture['freshTable']>>;
-
 /** Marks about `share` of the pool's addresses held by others, spread at random, straight into the table. */
-async function prefill(t: Table, pool: Pool, share: number): Promise<void> {
+async function prefill(t: FreshTable, pool: Pool, share: number): Promise<void> {
   const g = geometryOf(pool);
   const items = [];
   for (let s = 0n; s < g.capacity; s++)
@@ -200,7 +192,7 @@ describe('a pool read whole (a /24), first attempts', () => {
   const small: Pool = { subnet: 'small', family: 4, cidr: '10.31.0.0/24', gateway: '10.31.0.1', exclude: [] };
 
   /** The key span (in addresses) of every Query `fn` sends on the table's client. */
-  async function querySpans(t: Table, fn: () => Promise<unknown>): Promise<number[]> {
+  async function querySpans(t: FreshTable, fn: () => Promise<unknown>): Promise<number[]> {
     const spans: number[] = [];
     const name = `spans-${Math.random()}`;
     t.client.middlewareStack.add(

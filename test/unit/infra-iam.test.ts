@@ -10,18 +10,16 @@
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { localDynamoClient, startLocalDynamo } from '../../local/dynamo.js';
 import { memoryInspector } from '../../local/memory/inspect.js';
-import { ensureTable } from '../../local/table.js';
 import { createDynamoAuditStore } from '../../shared/adapters/dynamo/audit.js';
 import { createDynamoIpam, createDynamoLeases } from '../../shared/adapters/dynamo/index.js';
 import type { AuditDeps } from '../../shared/audit/audit.js';
 import { auditAndRepair } from '../../shared/audit/live.js';
 import { collectGarbage } from '../../shared/core/gc.js';
 import type { Deps } from '../../shared/ports.js';
+import { type CountingClient, useDynamo } from '../support/dynamo.js';
 import { world } from '../support/world.js';
 
 const root = join(import.meta.dirname, '../..');
@@ -35,8 +33,8 @@ const used: Record<Fn, Set<string>> = {
   gc: new Set(),
 };
 let current: Fn | undefined;
-let local: Awaited<ReturnType<typeof startLocalDynamo>>;
-let client: DynamoDBClient;
+const dynamo = useDynamo();
+let client: CountingClient;
 
 /** `dynamodb:Action table` or `dynamodb:Action index/<name>`. */
 const permission = (action: string, index?: string) =>
@@ -66,9 +64,7 @@ function grants(role: string): Set<string> {
 }
 
 beforeAll(async () => {
-  local = await startLocalDynamo();
-  client = localDynamoClient(local.endpoint);
-  await ensureTable(client, TABLE);
+  client = await dynamo.table(TABLE);
   client.middlewareStack.add(
     (next, context) => async (args) => {
       const input = args.input as { TableName?: string; IndexName?: string };
@@ -175,11 +171,6 @@ beforeAll(async () => {
   const done = [...first.actions, ...second.actions].filter((a) => a.result === 'done').map((a) => a.kind);
   expect(done).toEqual(expect.arrayContaining(['missing-address', 'stale-lease']));
 }, 60_000);
-
-afterAll(async () => {
-  client?.destroy();
-  await local?.close();
-});
 
 describe('IAM roles (infra/iam.yml) against the requests the functions send', () => {
   it('the lifecycle reached the table, its byOwner index, and the paths that write', () => {
