@@ -1,6 +1,7 @@
 /**
- * The contract every Ipam and Leases adapter keeps: the in-memory twins (test/unit/memory-ipam.test.ts) and the
- * DynamoDB adapters against dynalite (test/integration/dynamo-ipam-contract.test.ts) run these same tests.
+ * The contract every Ipam adapter keeps: the in-memory twin (test/unit/memory-ipam.test.ts) and the DynamoDB
+ * adapter against dynalite (test/integration/dynamo-ipam-contract.test.ts) run these same tests. The Leases
+ * contract is test/contract/leases.ts.
  * Order within a phase is not part of the contract (the DynamoDB allocator spreads concurrent allocators on
  * purpose); eligibility, idempotency, owner checks and the reuse policy are.
  */
@@ -15,17 +16,13 @@ import {
 import {
   AddressConflictError,
   AddressOutOfRangeError,
-  DeadlineError,
-  LeaseHeldError,
   NoAvailableAddressError,
 } from '../../shared/domain/errors.js';
-import { LEASE_MAX_MS } from '../../shared/domain/lease.js';
-import type { Allocation, Ipam, Leases, Owner, Pool } from '../../shared/ports.js';
+import type { Allocation, Ipam, Owner, Pool } from '../../shared/ports.js';
 import { ManualClock } from '../support/clock.js';
 
 export interface ContractSubject {
   ipam: Ipam;
-  leases: Leases;
 }
 
 /** Builds a fresh, empty subject on the given clock (a new table, a new object…). */
@@ -299,77 +296,6 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
         expect(await ipam.findByOwner('nobody')).toEqual([]);
         expect(await ipam.releaseByOwner('nobody')).toEqual([]);
       });
-    });
-  });
-}
-
-export function describeLeasesContract(name: string, make: SubjectFactory): void {
-  describe(`Leases contract: ${name}`, () => {
-    const fresh = async () => {
-      const clock = new ManualClock();
-      return { clock, ...(await make(clock)) };
-    };
-
-    it('gives a free key to the first holder and refuses a second one, naming the holder and expiry', async () => {
-      const { leases, clock } = await fresh();
-      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 10_000);
-      expect(l).toEqual({ key: 'eip#a', holder: 'inv-1', expiresAt: clock.now() + 10_000 });
-      const e = await leases.acquire('eip#a', 'inv-2', clock.now() + 10_000).catch((x: unknown) => x);
-      expect(e).toBeInstanceOf(LeaseHeldError);
-      expect((e as LeaseHeldError).holder).toBe('inv-1');
-      expect((e as LeaseHeldError).expiresAt).toBe(clock.now() + 10_000);
-      expect((e as LeaseHeldError).retryable).toBe(true);
-      // other keys are independent
-      await leases.acquire('eip#b', 'inv-2', clock.now() + 10_000);
-    });
-
-    it('extends the expiry when the holder acquires again', async () => {
-      const { leases, clock } = await fresh();
-      await leases.acquire('eip#a', 'inv-1', clock.now() + 1_000);
-      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 5_000);
-      expect(l.expiresAt).toBe(clock.now() + 5_000);
-      clock.advance(2_000);
-      await expect(leases.acquire('eip#a', 'inv-2', clock.now() + 1_000)).rejects.toBeInstanceOf(
-        LeaseHeldError,
-      );
-    });
-
-    it('lets another holder take over only once the lease has expired', async () => {
-      const { leases, clock } = await fresh();
-      await leases.acquire('eip#a', 'inv-1', clock.now() + 1_000);
-      clock.advance(999);
-      await expect(leases.acquire('eip#a', 'inv-2', clock.now() + 1_000)).rejects.toBeInstanceOf(
-        LeaseHeldError,
-      );
-      clock.advance(1);
-      const l = await leases.acquire('eip#a', 'inv-2', clock.now() + 1_000);
-      expect(l.holder).toBe('inv-2');
-    });
-
-    it('ignores a release by a former holder whose lease was taken over', async () => {
-      const { leases, clock } = await fresh();
-      const old = await leases.acquire('eip#a', 'inv-1', clock.now() + 1_000);
-      clock.advance(1_500);
-      await leases.acquire('eip#a', 'inv-2', clock.now() + 10_000);
-      await leases.release(old);
-      await expect(leases.acquire('eip#a', 'inv-3', clock.now() + 1_000)).rejects.toMatchObject({
-        holder: 'inv-2',
-      });
-    });
-
-    it('frees the key at once when the holder releases it', async () => {
-      const { leases, clock } = await fresh();
-      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 60_000);
-      await leases.release(l);
-      await leases.release(l); // twice is harmless
-      expect((await leases.acquire('eip#a', 'inv-2', clock.now() + 1_000)).holder).toBe('inv-2');
-    });
-
-    it('refuses an expiry that is not in the future and cuts one beyond the lease maximum', async () => {
-      const { leases, clock } = await fresh();
-      await expect(leases.acquire('eip#a', 'inv-1', clock.now())).rejects.toBeInstanceOf(DeadlineError);
-      const l = await leases.acquire('eip#a', 'inv-1', clock.now() + 3_600_000);
-      expect(l.expiresAt).toBe(clock.now() + LEASE_MAX_MS);
     });
   });
 }
