@@ -102,9 +102,9 @@ describe('gateway stand-in', () => {
 
   it('uses spec.externalSubnets[0] as the external network, and waits for that subnet to exist', async () => {
     await createGateway(w, 'gwe', { externalSubnets: ['ext2'] });
-    await new Promise((r) => setTimeout(r, 150));
+    // The stand-in has looked at the gateway (it says what it waits for) and made no pod.
+    await eventuallyValue(() => logs.some((l) => l.includes('waiting for external subnet ext2')));
     expect(await gatewayPod(w, 'gwe')).toBeUndefined();
-    expect(logs.some((l) => l.includes('waiting for external subnet ext2'))).toBe(true);
     await createCustom(w, Plural.subnet, 'Subnet', 'ext2', {
       cidrBlock: '192.168.100.0/24',
       gateway: '192.168.100.1',
