@@ -117,6 +117,26 @@ export class GatewayRefusedError extends PermanentError {
   }
 }
 
+/**
+ * The kube-ovn release of a gateway cannot be told, or is one the product does not speak: what was seen (image tag,
+ * markers, the override annotation, KUBE_OVN_RELEASE) is in the message. Clears when the gateway's annotation, the
+ * configuration or the pod changes (docs/compatibility.md).
+ */
+export class UnsupportedGatewayReleaseError extends PermanentError {
+  readonly code = 'UnsupportedGatewayRelease';
+  override readonly mayClear = true;
+  constructor(
+    message: string,
+    /** What was seen, one fact each. */
+    readonly seen: readonly string[],
+    /** A read of the gateway itself (its nat table, its env file) could settle it. */
+    readonly needs?: 'gateway-state',
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
 // ---- retryable ----
 
 /** The gateway pod is missing, not Running, or ambiguous. */

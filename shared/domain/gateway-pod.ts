@@ -136,3 +136,81 @@ export function net1Address(
   if (!found) return undefined;
   return found.prefix !== undefined ? `${found.address}/${found.prefix}` : found.address;
 }
+
+// ------------------------------------------------------------------ what the pod's spec says about its release
+
+/**
+ * What kube-ovn's pod template put on a gateway pod that tells its release apart (docs/compatibility.md): read by
+ * the Kubernetes adapter from the pod, judged by shared/domain/dialect/detect.ts. Present only when the whole pod
+ * was read: an absent init container or env entry then counts as absent.
+ */
+export interface GatewayPodTemplate {
+  /** The vpc-nat-gw container's image, as the pod spec names it. */
+  image?: string;
+  /** The vpc-nat-gw container's env, by name (an entry with valueFrom has the value ''). */
+  env: Record<string, string>;
+  /** An init container runs `nat-gateway.sh init` (kube-ovn 1.12's template). */
+  initRunsScript: boolean;
+  /**
+   * The destinations of each routes annotation (`<provider>.kubernetes.io/routes`, a JSON list of `{dst, gw}`), by
+   * key: 1.13+ puts the service CIDR on `ovn.kubernetes.io/routes` and the default route on the external network's
+   * provider; 1.12 has one only for a gateway with API access (a route to the API server).
+   */
+  routes: Record<string, string[]>;
+  /** Kind of the controller that owns the pod (StatefulSet; ReplicaSet for master's replicated gateways). */
+  ownerKind?: string;
+}
+
+/** The slice of a core/v1 Pod the template facts come from (client-node's V1Pod fits it). */
+export interface PodSpecShape {
+  metadata?: { annotations?: Record<string, string>; ownerReferences?: ReadonlyArray<{ kind?: string }> };
+  spec?: { containers?: readonly ContainerShape[]; initContainers?: readonly ContainerShape[] };
+}
+
+interface ContainerShape {
+  name?: string;
+  image?: string;
+  command?: readonly string[];
+  args?: readonly string[];
+  env?: ReadonlyArray<{ name?: string; value?: string }>;
+}
+
+const ROUTES_SUFFIX = 'kubernetes.io/routes';
+
+/** Reads the template facts of a gateway pod; `container` is the gateway container's name (vpc-nat-gw). */
+export function gatewayPodTemplate(pod: PodSpecShape, container: string): GatewayPodTemplate {
+  const main = pod.spec?.containers?.find((c) => c.name === container);
+  const env: Record<string, string> = {};
+  for (const e of main?.env ?? []) if (e.name) env[e.name] = e.value ?? '';
+  const initRunsScript = (pod.spec?.initContainers ?? []).some((c) => {
+    const words = [...(c.command ?? []), ...(c.args ?? [])].join(' ');
+    return /nat-gateway\.sh\s+init\b/.test(words);
+  });
+  const routes: Record<string, string[]> = {};
+  for (const [k, v] of Object.entries(pod.metadata?.annotations ?? {}))
+    if (k.endsWith(ROUTES_SUFFIX) && k.length > ROUTES_SUFFIX.length) routes[k] = routeDestinations(v);
+  const ownerKind = pod.metadata?.ownerReferences?.find((o) => o.kind)?.kind;
+  return {
+    ...(main?.image && { image: main.image }),
+    env,
+    initRunsScript,
+    routes,
+    ...(ownerKind && { ownerKind }),
+  };
+}
+
+/** The `dst` of each route in a routes annotation; [] when it is not the JSON list kube-ovn writes. */
+function routeDestinations(value: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(parsed)) return [];
+  return parsed.flatMap((r) =>
+    typeof r === 'object' && r !== null && typeof (r as { dst?: unknown }).dst === 'string'
+      ? [(r as { dst: string }).dst]
+      : [],
+  );
+}

@@ -3,6 +3,7 @@
  * and finalizers (the CRDs are in infra/crds/). Only the fields this product touches are typed; everything
  * else a real object carries passes through untouched.
  */
+import type { GatewayPodTemplate } from './gateway-pod.js';
 
 export const GROUP = 'kubeovn.io';
 export const VERSION = 'v1';
@@ -200,6 +201,11 @@ export interface GatewayPod {
    * `<network>.<namespace>.kubernetes.io/ip_address` (e.g. its net1 address on the external subnet).
    */
   addresses?: Record<string, string>;
+  /**
+   * What the pod's spec says about the kube-ovn release that built it (image, env, init container, routes
+   * annotations, owner), when the adapter read the whole pod; the dialect is chosen from it (docs/compatibility.md).
+   */
+  template?: GatewayPodTemplate;
 }
 
 // The gateway pod's identity and annotations live in gateway-pod.ts; re-exported for existing importers.
