@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Invocation } from '../../shared/core/invocation.js';
 import { operations } from '../../shared/core/operations.js';
 import type { Outcome } from '../../shared/core/outcome.js';
-import { gatewayApp, gatewayPodName } from '../../shared/domain/gateway-pod.js';
+import { type GatewayPodTemplate, gatewayApp, gatewayPodName } from '../../shared/domain/gateway-pod.js';
 import {
   API_VERSION,
   DEFAULT_EXTERNAL_SUBNET,
@@ -19,10 +19,22 @@ import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
 import { memoryLogger } from '../../shared/observability/log.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Clock, Deps } from '../../shared/ports.js';
+import { GATEWAY_IMAGE } from '../controllers/gateway.js';
 import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
 import { MemoryIpam } from './ipam.js';
 import { MemoryLeases } from './leases.js';
+
+/**
+ * The pod template facts of the release the simulated gateway speaks (kube-ovn 1.12, local/natgw/README.md), as
+ * the lab's gateway stand-in writes them on its pods (local/controllers/gateway.ts).
+ */
+const SIMULATED_TEMPLATE: GatewayPodTemplate = {
+  image: GATEWAY_IMAGE,
+  env: {},
+  initRunsScript: true,
+  routes: {},
+};
 
 export const GW = 'gw1';
 export const POD = gatewayPodName(GW);
@@ -113,6 +125,7 @@ export function world(options: WorldOptions = {}) {
         container: { restartCount: 0, startedAt: at, ready: true },
         labels: { [Label.app]: gatewayApp(GW), [Label.vpcNatGw]: 'true' },
         ...(addresses && { addresses }),
+        template: structuredClone(SIMULATED_TEMPLATE),
       };
       cluster.putPod(pod);
       return pod;

@@ -1,5 +1,6 @@
 import { Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GATEWAY_IMAGE } from '../../local/controllers/gateway.js';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
 import { createK8sCluster, kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
 import { KubeHttpError } from '../../shared/adapters/k8s/rest.js';
@@ -136,6 +137,8 @@ describe('findGatewayPod', () => {
     expect(pod.creationTimestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
     expect(pod.container).toMatchObject({ restartCount: 0, ready: true });
     expect(pod.container?.startedAt).toMatch(/Z$/);
+    // What the dialect is chosen from: the stand-in builds the pod as kube-ovn 1.12's StatefulSet does.
+    expect(pod.template).toMatchObject({ image: GATEWAY_IMAGE, env: {}, initRunsScript: true });
   });
 
   it("sees the container restart count go up after the gateway's PID 1 is killed", async () => {

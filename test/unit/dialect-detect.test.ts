@@ -4,7 +4,9 @@
  * and read through gatewayPodTemplate as the Kubernetes adapter reads them; the gateway-state markers come from
  * the recorded runs' nat tables and env files (test/fixtures/gateway-runs/).
  */
+import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { toGatewayPod } from '../../shared/adapters/k8s/cluster.js';
 import {
   chooseDialect,
   imageTag,
@@ -319,6 +321,22 @@ describe('gatewayPodTemplate', () => {
       env: {},
       initRunsScript: false,
       routes: {},
+    });
+  });
+});
+
+describe('the Kubernetes adapter reads the template with the pod', () => {
+  it('toGatewayPod carries what the dialect is chosen from', () => {
+    const p = pod('1.15', 'docker.io/kubeovn/vpc-nat-gateway:v1.15.3');
+    // The pod as the API returns it (client-node's V1Pod), with what toGatewayPod needs besides the template.
+    const v1 = structuredClone(p) as V1Pod;
+    v1.metadata = { ...v1.metadata, name: 'vpc-nat-gw-gw1-0', namespace: 'kube-system', uid: 'u1' };
+    v1.status = { phase: 'Running' };
+    const gp = toGatewayPod(v1, 'kube-system');
+    expect(gp.template).toEqual(gatewayPodTemplate(p, GATEWAY_CONTAINER));
+    expect(chooseDialect({ pod: gp, gateway: 'gw1' }, 'send')).toMatchObject({
+      by: 'image',
+      candidates: ['1.15'],
     });
   });
 });

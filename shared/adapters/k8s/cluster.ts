@@ -13,7 +13,7 @@
  */
 import type { CoreV1Event, V1ConfigMap, V1Pod } from '@kubernetes/client-node';
 import { GatewayNotReadyError } from '../../domain/errors.js';
-import { gatewayPodSelector } from '../../domain/gateway-pod.js';
+import { gatewayPodSelector, gatewayPodTemplate } from '../../domain/gateway-pod.js';
 import {
   API_VERSION,
   GATEWAY_CONTAINER,
@@ -92,6 +92,8 @@ export function toGatewayPod(pod: V1Pod, fallbackNamespace: string): GatewayPod 
     creationTimestamp: rfc3339(meta.creationTimestamp) ?? '',
     ...(meta.labels?.[Label.app] && { app: meta.labels[Label.app] }),
     addresses: podNetworkAddresses(meta.namespace ?? fallbackNamespace, meta.annotations),
+    // What tells the pod's kube-ovn release (image, env, init container, routes, owner): docs/compatibility.md.
+    template: gatewayPodTemplate(pod, GATEWAY_CONTAINER),
     ...(status && {
       container: {
         restartCount: status.restartCount ?? 0,
