@@ -21,6 +21,7 @@ const DEFAULTS = {
   vpcSecurityGroupIds: '',
   bridgeOidcIssuer: '',
   execTimeoutMs: '20000',
+  kubeOvnRelease: 'auto',
   sourceMaps: 'false',
   addConcurrency: '10',
   updateConcurrency: '10',
@@ -92,6 +93,12 @@ function validate(raw) {
       `parameter execTimeoutMs must be an integer between 1000 and 25000 (below the 30 s function timeout), got "${v.execTimeoutMs}"`,
     );
 
+  // The release lines of shared/domain/dialect/dialects.ts (1.13 and 1.14 are one line; 1.17 is master).
+  if (!/^(auto|master|v?1\.(1[2-7])(\.\d{1,4})?([-+._][0-9A-Za-z.+_-]*)?)$/.test(v.kubeOvnRelease))
+    problems.push(
+      `parameter kubeOvnRelease must be auto or a kube-ovn release the product speaks (1.12 to 1.16, master), got "${v.kubeOvnRelease}"`,
+    );
+
   if (!['true', 'false'].includes(v.sourceMaps))
     problems.push(`parameter sourceMaps must be true or false, got "${v.sourceMaps}"`);
 
@@ -119,6 +126,7 @@ function validate(raw) {
     logLevel: v.logLevel,
     alarmTopicArn: v.alarmTopicArn,
     execTimeoutMs: String(execTimeoutMs),
+    kubeOvnRelease: v.kubeOvnRelease,
     // A source map in each zip only when asked: it doubles the artifact and is read only with --enable-source-maps.
     sourceMaps: v.sourceMaps === 'true' ? 'linked' : false,
     // Each function's VpcConfig (serverless.yml, resources.extensions); AWS::NoValue leaves the property out.

@@ -11,7 +11,9 @@
  * | `EXEC_TIMEOUT_MS` | hard timeout of one nat-gateway.sh exec | `20000` |
  * | `EIP_READ_CACHE_MS` | how long a warm container reuses the nat-gw ConfigMaps, Subnets and VpcNatGateways it read (0: off; ADR 0028) | `5000` in Lambda, else `0` |
  * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` (`AWS_LAMBDA_LOG_LEVEL`, set by the function's logging configuration, wins) | `info` |
+ * | `KUBE_OVN_RELEASE` | the kube-ovn release a gateway speaks when its pod does not tell (`1.12`, `1.13`, `1.14`, `1.15`, `1.16`, `master`); `auto` or empty: none (docs/compatibility.md) | `auto` |
  */
+import { parseRelease } from '../domain/dialect/dialects.js';
 import { type Level, levelFromEnv } from '../observability/log.js';
 
 export type KubeAccess =
@@ -25,6 +27,11 @@ export interface Config {
   execTimeoutMs: number;
   /** Per-container cache of the slowly changing objects an add reads (ADR 0028); 0 turns it off. */
   readCacheMs: number;
+  /**
+   * The release a gateway is taken to speak when neither its VpcNatGateway's annotation, its image tag nor its
+   * markers decide it (shared/domain/dialect/detect.ts); undefined: such a gateway is refused.
+   */
+  kubeOvnRelease?: string;
   logLevel: Level;
   service: string;
 }
@@ -88,6 +95,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   if (!Number.isInteger(readCacheMs) || readCacheMs < 0 || readCacheMs > 60_000)
     problems.push(`EIP_READ_CACHE_MS must be an integer between 0 and 60000, got "${env.EIP_READ_CACHE_MS}"`);
 
+  const release = env.KUBE_OVN_RELEASE?.trim() ?? '';
+  const kubeOvnRelease = release === '' || release === 'auto' ? undefined : release;
+  if (kubeOvnRelease) {
+    const r = parseRelease(kubeOvnRelease);
+    if (!r.ok) problems.push(`KUBE_OVN_RELEASE: ${r.problem}; or auto`);
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     namespace,
@@ -95,6 +109,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     dynamo: { tableName: tableName!, ...(endpoint && { endpoint }), region },
     execTimeoutMs,
     readCacheMs,
+    ...(kubeOvnRelease && { kubeOvnRelease }),
     logLevel: levelFromEnv(env.LOG_LEVEL, env.AWS_LAMBDA_LOG_LEVEL),
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
   });

@@ -31,6 +31,21 @@ describe('loadConfig', () => {
     );
   });
 
+  it('KUBE_OVN_RELEASE: a release the product speaks, or auto (no default)', () => {
+    const base = { KUBECONFIG: '/tmp/kc', TABLE_NAME: 'eip-ipam' };
+    expect(loadConfig(base).kubeOvnRelease).toBeUndefined();
+    expect(loadConfig({ ...base, KUBE_OVN_RELEASE: 'auto' }).kubeOvnRelease).toBeUndefined();
+    expect(loadConfig({ ...base, KUBE_OVN_RELEASE: ' ' }).kubeOvnRelease).toBeUndefined();
+    for (const r of ['1.12', '1.14', 'v1.15.3', '1.16', 'master'])
+      expect(loadConfig({ ...base, KUBE_OVN_RELEASE: r }).kubeOvnRelease).toBe(r);
+    expect(() => loadConfig({ ...base, KUBE_OVN_RELEASE: '1.11' })).toThrow(
+      /KUBE_OVN_RELEASE: kube-ovn 1\.11 is not supported .*; or auto/,
+    );
+    expect(() => loadConfig({ ...base, KUBE_OVN_RELEASE: 'newest' })).toThrow(
+      /KUBE_OVN_RELEASE: "newest" is not a kube-ovn release/,
+    );
+  });
+
   it('prefers EKS access when its variables are set', () => {
     const c = loadConfig({
       EKS_CLUSTER_NAME: 'prod',

@@ -69,6 +69,8 @@ describe('deploy parameters (infra/params.cjs)', () => {
     [{ logLevel: 'trace' }, /logLevel "trace"/],
     [{ natGwNamespace: 'Kube_System' }, /natGwNamespace/],
     [{ execTimeoutMs: '30000' }, /execTimeoutMs/],
+    [{ kubeOvnRelease: '1.11' }, /kubeOvnRelease must be auto or a kube-ovn release the product speaks/],
+    [{ kubeOvnRelease: 'latest' }, /kubeOvnRelease/],
     [{ bridgeOidcIssuer: 'oidc.eks.eu-west-1.amazonaws.com/id/AB' }, /bridgeOidcIssuer .* OIDC issuer URL/],
   ])('refuse %o', (bad, message) => {
     expect(() => params.validate({ ...EKS, ...bad })).toThrow(message);
@@ -185,6 +187,7 @@ describe('npm run package', () => {
         EKS_ENDPOINT: EKS.eksEndpoint,
         EKS_CA_DATA: CA,
         TABLE_NAME: expect.stringMatching(/-ipam$/),
+        KUBE_OVN_RELEASE: 'auto',
       });
       expect(r[`${C}Role`].Properties.ManagedPolicyArns).toEqual([
         { 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' },
