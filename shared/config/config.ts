@@ -95,12 +95,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   if (!Number.isInteger(readCacheMs) || readCacheMs < 0 || readCacheMs > 60_000)
     problems.push(`EIP_READ_CACHE_MS must be an integer between 0 and 60000, got "${env.EIP_READ_CACHE_MS}"`);
 
-  const release = env.KUBE_OVN_RELEASE?.trim() ?? '';
-  const kubeOvnRelease = release === '' || release === 'auto' ? undefined : release;
-  if (kubeOvnRelease) {
-    const r = parseRelease(kubeOvnRelease);
-    if (!r.ok) problems.push(`KUBE_OVN_RELEASE: ${r.problem}; or auto`);
-  }
+  const kubeOvnRelease = releaseOf(env.KUBE_OVN_RELEASE, problems);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
@@ -113,4 +108,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     logLevel: levelFromEnv(env.LOG_LEVEL, env.AWS_LAMBDA_LOG_LEVEL),
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
   });
+}
+
+/** KUBE_OVN_RELEASE: undefined for `auto` or empty; a problem for a release the product does not speak. */
+function releaseOf(value: string | undefined, problems: string[]): string | undefined {
+  const release = value?.trim() ?? '';
+  if (release === '' || release === 'auto') return undefined;
+  const r = parseRelease(release);
+  if (!r.ok) problems.push(`KUBE_OVN_RELEASE: ${r.problem}; or auto`);
+  return release;
 }

@@ -122,71 +122,100 @@ function markerText(m: Marker): string {
   return `${m.seen} (${m.from === m.to ? m.from : `${m.from}–${m.to}`})`;
 }
 
+/** What a choice goes on: the facts, and what was seen of them. */
+interface Seen {
+  where: string;
+  seen: string[];
+  tag?: string;
+}
+
+function refuse(s: Seen, why: string, needs?: 'gateway-state'): never {
+  throw new UnsupportedGatewayReleaseError(
+    `${s.where}: ${why}; seen: ${s.seen.join('; ') || 'nothing'}`,
+    s.seen,
+    needs,
+  );
+}
+
+function byOverride(facts: ReleaseFacts, s: Seen): ReleaseChoice | undefined {
+  const override = facts.override?.trim();
+  if (!override) return undefined;
+  const r = parseRelease(override);
+  if (!r.ok)
+    return refuse(s, `annotation ${RELEASE_ANNOTATION} on VpcNatGateway ${facts.gateway}: ${r.problem}`);
+  return {
+    dialect: DIALECTS[r.line],
+    by: 'override',
+    candidates: [r.line],
+    seen: [`annotation ${override}`, ...s.seen],
+  };
+}
+
+function byImage(s: Seen): ReleaseChoice | undefined {
+  if (s.tag === undefined) return undefined;
+  const r = parseRelease(s.tag);
+  if (r.ok) return { dialect: DIALECTS[r.line], by: 'image', candidates: [r.line], seen: s.seen };
+  // A tag that looks like a version but is not one the product speaks is refused; any other tag is custom.
+  if (/^v?\d+\.\d+/.test(s.tag)) return refuse(s, `image tag ${s.tag}: ${r.problem}`);
+  return undefined;
+}
+
+function byDefault(
+  facts: ReleaseFacts,
+  s: Seen,
+  candidates: readonly ReleaseLine[],
+): ReleaseChoice | undefined {
+  const fallback = facts.defaultRelease?.trim();
+  if (!fallback) return undefined;
+  const r = parseRelease(fallback);
+  if (!r.ok) return refuse(s, `KUBE_OVN_RELEASE: ${r.problem}`);
+  if (!candidates.includes(r.line))
+    return refuse(s, `KUBE_OVN_RELEASE says ${fallback}, but the pod shows ${describe(candidates)}`);
+  return {
+    dialect: DIALECTS[r.line],
+    by: 'default',
+    candidates: [r.line],
+    seen: [...s.seen, `KUBE_OVN_RELEASE ${fallback}`],
+  };
+}
+
+/** True when a read of the gateway would leave only lines that agree for `purpose`. */
+function stateCouldTell(purpose: Purpose, candidates: readonly ReleaseLine[]): boolean {
+  return STATE_GROUPS.every(
+    (g) =>
+      agreeFor(
+        purpose,
+        candidates.filter((l) => g.includes(l)),
+      ) || !candidates.some((l) => g.includes(l)),
+  );
+}
+
 /**
  * Chooses the dialect for `purpose` (what the caller sends, or reads).
  * @throws UnsupportedGatewayReleaseError naming what was seen
  */
 export function chooseDialect(facts: ReleaseFacts, purpose: Purpose): ReleaseChoice {
-  const where = `gateway pod ${facts.pod.namespace}/${facts.pod.name} of VpcNatGateway ${facts.gateway}`;
   const t = facts.pod.template;
   const markers = [...(t ? podMarkers(t) : []), ...(facts.state ? stateMarkers(facts.state) : [])];
-  const seen = [...(t?.image ? [`image ${t.image}`] : []), ...markers.map(markerText)];
-  const fail = (why: string, needs?: 'gateway-state'): never => {
-    throw new UnsupportedGatewayReleaseError(
-      `${where}: ${why}; seen: ${seen.join('; ') || 'nothing'}`,
-      seen,
-      needs,
-    );
+  const s: Seen = {
+    where: `gateway pod ${facts.pod.namespace}/${facts.pod.name} of VpcNatGateway ${facts.gateway}`,
+    seen: [...(t?.image ? [`image ${t.image}`] : []), ...markers.map(markerText)],
+    ...(t?.image && { tag: imageTag(t.image).tag }),
   };
-
-  const override = facts.override?.trim();
-  if (override) {
-    const r = parseRelease(override);
-    if (!r.ok)
-      return fail(`annotation ${RELEASE_ANNOTATION} on VpcNatGateway ${facts.gateway}: ${r.problem}`);
-    return {
-      dialect: DIALECTS[r.line],
-      by: 'override',
-      candidates: [r.line],
-      seen: [`annotation ${override}`, ...seen],
-    };
-  }
-
-  const tag = t?.image ? imageTag(t.image).tag : undefined;
-  const fromTag = tag === undefined ? undefined : parseRelease(tag);
-  if (fromTag?.ok) return { dialect: DIALECTS[fromTag.line], by: 'image', candidates: [fromTag.line], seen };
-  if (fromTag && /^v?\d+\.\d+/.test(tag!)) return fail(`image tag ${tag}: ${fromTag.problem}`);
-
+  const chosen = byOverride(facts, s) ?? byImage(s);
+  if (chosen) return chosen;
   let candidates: ReleaseLine[] = [...RELEASE_LINES];
   for (const m of markers) candidates = candidates.filter((l) => range(m.from, m.to).includes(l));
-  if (candidates.length === 0) return fail('its markers contradict each other');
+  if (candidates.length === 0) return refuse(s, 'its markers contradict each other');
   if (agreeFor(purpose, candidates))
-    return { dialect: DIALECTS[candidates[0]!], by: 'markers', candidates, seen };
-
-  const fallback = facts.defaultRelease?.trim();
-  if (fallback) {
-    const r = parseRelease(fallback);
-    if (!r.ok) return fail(`KUBE_OVN_RELEASE: ${r.problem}`);
-    if (!candidates.includes(r.line))
-      return fail(`KUBE_OVN_RELEASE says ${fallback}, but the pod shows ${describe(candidates)}`);
-    return {
-      dialect: DIALECTS[r.line],
-      by: 'default',
-      candidates: [r.line],
-      seen: [...seen, `KUBE_OVN_RELEASE ${fallback}`],
-    };
-  }
-  const stateCouldTell =
-    !facts.state &&
-    STATE_GROUPS.every(
-      (g) =>
-        agreeFor(
-          purpose,
-          candidates.filter((l) => g.includes(l)),
-        ) || !candidates.some((l) => g.includes(l)),
-    );
-  return fail(
-    `cannot tell its kube-ovn release (${tag === undefined ? 'no image tag' : `image tag ${JSON.stringify(tag)} is not a release`}; it may be ${describe(candidates)}); set annotation ${RELEASE_ANNOTATION} on the VpcNatGateway or KUBE_OVN_RELEASE`,
-    stateCouldTell ? 'gateway-state' : undefined,
+    return { dialect: DIALECTS[candidates[0]!], by: 'markers', candidates, seen: s.seen };
+  const fallback = byDefault(facts, s, candidates);
+  if (fallback) return fallback;
+  const tagSays =
+    s.tag === undefined ? 'no image tag' : `image tag ${JSON.stringify(s.tag)} is not a release`;
+  return refuse(
+    s,
+    `cannot tell its kube-ovn release (${tagSays}; it may be ${describe(candidates)}); set annotation ${RELEASE_ANNOTATION} on the VpcNatGateway or KUBE_OVN_RELEASE`,
+    !facts.state && stateCouldTell(purpose, candidates) ? 'gateway-state' : undefined,
   );
 }

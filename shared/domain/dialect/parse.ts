@@ -43,20 +43,20 @@ function canonical(address: string): string {
  * other interfaces, link lines and malformed addresses are skipped. Addresses are canonical.
  */
 export function parseAddresses(text: string, dev = 'net1'): InterfaceAddress[] {
-  const out: InterfaceAddress[] = [];
-  for (const raw of text.split('\n')) {
-    const m = ADDR_LINE.exec(raw.split('\\')[0] ?? '');
-    if (!m) continue;
-    const [, name, kind, addr, prefixText, rest] = m;
-    if (name !== dev && !name!.startsWith(`${dev}@`)) continue;
-    const family = kind === 'inet6' ? 6 : 4;
-    const parsed = parseAddress(addr!);
-    if (parsed?.family !== family) continue;
-    const prefix = prefixText === undefined ? (family === 4 ? 32 : 128) : Number(prefixText);
-    if (prefix > (family === 4 ? 32 : 128)) continue;
-    out.push({ family, address: canonical(addr!), prefix, ...scopeAndFlags(rest ?? '', name!) });
-  }
-  return out;
+  return text.split('\n').flatMap((line) => addressOf(line, dev) ?? []);
+}
+
+function addressOf(line: string, dev: string): InterfaceAddress | undefined {
+  const m = ADDR_LINE.exec(line.split('\\')[0] ?? '');
+  if (!m) return undefined;
+  const [, name, kind, addr, prefixText, rest] = m;
+  if (name !== dev && !name!.startsWith(`${dev}@`)) return undefined;
+  const family = kind === 'inet6' ? 6 : 4;
+  if (parseAddress(addr!)?.family !== family) return undefined;
+  const max = family === 4 ? 32 : 128;
+  const prefix = prefixText === undefined ? max : Number(prefixText);
+  if (prefix > max) return undefined;
+  return { family, address: canonical(addr!), prefix, ...scopeAndFlags(rest ?? '', name!) };
 }
 
 function scopeAndFlags(rest: string, dev: string): { flags: string[]; scope: string } {
@@ -125,24 +125,31 @@ export function parseTcFilters(text: string, direction: QosFilter['direction']):
   const out: QosFilter[] = [];
   let current: Pending | undefined;
   for (const line of text.split('\n')) {
-    const head = FILTER_HEAD.exec(line);
-    if (head || /^filter\b/.test(line)) {
+    if (/^filter\b/.test(line)) {
       out.push(...finished(current, direction));
-      const flowid = FLOWID.exec(line)?.[1];
-      current = head ? { prio: Number(head[1]), ...(flowid && { flowid }) } : undefined;
-      continue;
-    }
-    if (!current) continue;
-    const ip = current.ip === undefined ? matchedAddress(line) : undefined;
-    if (ip !== undefined) {
-      if (ip !== null) current.ip = ip;
-      continue;
-    }
-    const police = POLICE.exec(line);
-    if (police) [current.rate, current.burst] = [police[1]!, police[2]!];
+      current = filterHead(line);
+    } else if (current) readFilterLine(current, line);
   }
   out.push(...finished(current, direction));
   return out;
+}
+
+/** A u32 key node line starts a filter; any other `filter` line (a hash table) ends one. */
+function filterHead(line: string): Pending | undefined {
+  const head = FILTER_HEAD.exec(line);
+  if (!head) return undefined;
+  const flowid = FLOWID.exec(line)?.[1];
+  return { prio: Number(head[1]), ...(flowid && { flowid }) };
+}
+
+function readFilterLine(current: Pending, line: string): void {
+  const ip = current.ip === undefined ? matchedAddress(line) : undefined;
+  if (ip !== undefined) {
+    if (ip !== null) current.ip = ip;
+    return;
+  }
+  const police = POLICE.exec(line);
+  if (police) [current.rate, current.burst] = [police[1]!, police[2]!];
 }
 
 /** One HTB class, as `tc class show dev <dev>` prints it. */
