@@ -223,6 +223,9 @@ describe('reading details', () => {
     expect(() => externalInterfaceOf(d, ok('EXTERNAL_INTERFACE=net1;reboot\n'))).toThrow(
       /not an interface name/,
     );
+    expect(() => externalInterfaceOf(d, { exitCode: 126, stdout: '', stderr: 'permission denied' })).toThrow(
+      /could not be read \(exit 126\)/,
+    );
     expect(externalInterfaceOf(DIALECTS['1.12'], ok('EXTERNAL_INTERFACE=net2\n'))).toBe('net1');
   });
 

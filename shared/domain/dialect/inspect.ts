@@ -100,8 +100,9 @@ export interface ReadResult {
 /**
  * The external interface of a gateway: on 1.15+ EXTERNAL_INTERFACE from the env file (missing file: not
  * initialised yet, or a 1.13-style gateway), else from the container's env, else net1 — the script's own order
- * (it sources the file over its environment). `envFile` is the result of ENV_FILE_ARGV.
- * @throws Error when the value is not an interface name
+ * (it sources the file over its environment). `envFile` is the result of ENV_FILE_ARGV; a missing file is
+ * `No such file or directory` from cat.
+ * @throws Error when the file could not be read for another reason, or the value is not an interface name
  */
 export function externalInterfaceOf(
   d: Dialect,
@@ -109,6 +110,10 @@ export function externalInterfaceOf(
   containerEnv: Readonly<Record<string, string>> = {},
 ): string {
   if (d.externalInterface === 'net1') return 'net1';
+  if (envFile && envFile.exitCode !== 0 && !envFile.stderr.includes('No such file or directory'))
+    throw new Error(
+      `${ENV_FILE} could not be read (exit ${envFile.exitCode}): ${envFile.stderr.trim().split('\n')[0] ?? ''}`,
+    );
   const fromFile = envFile?.exitCode === 0 ? parseEnvFile(envFile.stdout).EXTERNAL_INTERFACE : undefined;
   const name = fromFile || containerEnv.EXTERNAL_INTERFACE || 'net1';
   if (!isInterfaceName(name))
