@@ -271,7 +271,8 @@ export class ExecServer {
             if (ws.readyState !== ws.OPEN) return;
           }
           try {
-            outcome = this.deps.kubelet.exec(
+            // The simulator answers at once; a gateway backend (local/kube-api/backend.ts) asynchronously.
+            outcome = await this.deps.kubelet.exec(
               pod,
               p.container,
               p.command,

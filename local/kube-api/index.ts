@@ -10,6 +10,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ExternalSegment, type NatGatewaySim } from '../natgw/sim.js';
+import type { GatewayBackend } from './backend.js';
 import { crdHooks, DEFAULT_NAMESPACES, namespaceHooks, readCrdManifests } from './controllers.js';
 import { DataDir } from './datadir.js';
 import { ApiError } from './errors.js';
@@ -46,6 +47,8 @@ export interface KubeApiOptions {
   historySize?: number;
   /** How long a killed gateway container stays not ready before it runs again (default 200 ms). */
   restartDelayMs?: number;
+  /** Backs gateway pods instead of the simulator (local/kube-api/backend.ts); its owner closes it after the API. */
+  gatewayBackend?: GatewayBackend;
 }
 
 export interface KubeApi {
@@ -147,6 +150,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
     segment,
     restartDelayMs: options.restartDelayMs ?? 200,
     log,
+    ...(options.gatewayBackend && { backend: options.gatewayBackend }),
   });
   objects.setHooks('', 'pods', kubelet.hooks());
   objects.setHooks('', 'namespaces', namespaceHooks(objects, registry, nsDef));
@@ -238,6 +242,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
         watches.dropAll();
         exec.close();
         kubelet.close();
+        await kubelet.settled();
         await new Promise<void>((resolve) => {
           server.close(() => resolve());
           server.closeAllConnections();

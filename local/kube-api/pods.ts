@@ -2,8 +2,8 @@
  * The node side of pods: scheduling onto the one local node, starting containers (init containers first),
  * the status a kubelet reports (phase, conditions, containerStatuses), graceful deletion, container
  * restarts, and what answers pods/exec. Pods labelled `ovn.kubernetes.io/vpc-nat-gw=true` are backed by a
- * NAT gateway simulator; every other pod only knows a handful of harmless shell built-ins. Nothing ever runs
- * on the host.
+ * NAT gateway simulator, or by a GatewayBackend when one is given (local/kube-api/backend.ts; local/netns/ runs
+ * kube-ovn's script in network namespaces); every other pod only knows a handful of harmless shell built-ins.
  */
 import { createHash } from 'node:crypto';
 import { net1Address } from '../../shared/domain/gateway-pod.js';
@@ -14,6 +14,7 @@ import {
   NatGatewaySim,
   type NatGatewaySimOptions,
 } from '../natgw/sim.js';
+import type { GatewayBackend } from './backend.js';
 import { type FieldError, fieldForbidden, fieldRequired } from './errors.js';
 import { clone, isObject, type JsonObject, type JsonValue, meta, rfc3339 } from './json.js';
 import type { KindHooks, Objects } from './objects.js';
@@ -32,6 +33,8 @@ export interface KubeletOptions {
   /** How long a restarted container stays not-ready before it runs again. */
   restartDelayMs: number;
   log: (line: string) => void;
+  /** Backs gateway pods instead of the simulator (default: the simulator). */
+  backend?: GatewayBackend;
 }
 
 function podKey(namespace: string, name: string): string {
@@ -195,6 +198,8 @@ export class Kubelet {
   private readonly timers = new Set<NodeJS.Timeout>();
   private nextIp = 10;
   private closed = false;
+  /** Backend operations in flight (pod set-up, removal). */
+  private readonly pending = new Set<Promise<unknown>>();
 
   constructor(
     private readonly objects: Objects,
@@ -237,6 +242,7 @@ export class Kubelet {
         const sim = this.sims.get(key);
         if (sim) this.options.segment.leave(sim);
         this.sims.delete(key);
+        if (this.options.backend && isGatewayPod(pod)) this.track(this.options.backend.remove(pod));
       },
       deleteWithoutFinalizers: (pod, options) => this.deleteGracefully(pod, options.gracePeriodSeconds),
     };
@@ -303,8 +309,42 @@ export class Kubelet {
     const m = pod.metadata as JsonObject;
     const spec = pod.spec as JsonObject;
     if (!spec.nodeName) return; // unschedulable: stays Pending
+    if (this.options.backend && isGatewayPod(pod)) {
+      this.startOnBackend(String(m.namespace), String(m.name), { restart: false });
+      return;
+    }
     if (isGatewayPod(pod)) this.createSim(pod);
     this.start(String(m.namespace), String(m.name), { restart: false });
+  }
+
+  private track(p: Promise<unknown>): void {
+    const t = p.catch((e: unknown) => this.options.log(`gateway backend: ${(e as Error).message}`));
+    this.pending.add(t);
+    void t.finally(() => this.pending.delete(t));
+  }
+
+  /** The backend sets the pod up and runs its init containers; then the status is written as start() does. */
+  private startOnBackend(
+    namespace: string,
+    name: string,
+    how: { restart: boolean; lastState?: Map<string, JsonObject> },
+  ): void {
+    const pod = this.stored(namespace, name);
+    const backend = this.options.backend;
+    if (!pod || !backend) return;
+    const uid = (pod.metadata as JsonObject).uid;
+    this.track(
+      backend.start(clone(pod), how.restart).then((initOutcomes) => {
+        const now = this.stored(namespace, name);
+        if (this.closed || (now?.metadata as JsonObject | undefined)?.uid !== uid) return;
+        this.start(namespace, name, { ...how, initOutcomes });
+      }),
+    );
+  }
+
+  /** Resolves when every backend operation started so far has settled. */
+  async settled(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
   }
 
   /** A fresh simulator for a gateway pod, addressed from its annotations (an unusable address is left out). */
@@ -332,7 +372,7 @@ export class Kubelet {
   private start(
     namespace: string,
     name: string,
-    how: { restart: boolean; lastState?: Map<string, JsonObject> },
+    how: { restart: boolean; lastState?: Map<string, JsonObject>; initOutcomes?: ExecOutcome[] },
   ): void {
     const current = this.stored(namespace, name);
     if (!current) return;
@@ -344,13 +384,17 @@ export class Kubelet {
     const inits = arr(spec.initContainers);
     const initStatuses: JsonObject[] = [];
     let failed: string | undefined;
-    for (const c of inits) {
+    for (const [i, c] of inits.entries()) {
       const argv = [
         ...(Array.isArray(c.command) ? c.command : []),
         ...(Array.isArray(c.args) ? c.args : []),
       ].map(String);
-      // Only a gateway's init containers do something (through its simulator); others just complete.
-      const outcome = sim ? sim.exec(argv) : { stdout: '', stderr: '', exitCode: 0 };
+      // Only a gateway's init containers do something (through its simulator or backend); others just complete.
+      const outcome = how.initOutcomes
+        ? (how.initOutcomes[i] ?? { stdout: '', stderr: 'not run', exitCode: 1 })
+        : sim
+          ? sim.exec(argv)
+          : { stdout: '', stderr: '', exitCode: 0 };
       const prevInit = arr(prev.initContainerStatuses).find((s) => s.name === c.name);
       initStatuses.push({
         name: c.name as JsonValue,
@@ -479,7 +523,14 @@ export class Kubelet {
   }
 
   /** What answers an exec into `container` of `pod`. */
-  exec(pod: JsonObject, container: string, argv: readonly string[], stdin: string): ExecOutcome {
+  exec(
+    pod: JsonObject,
+    container: string,
+    argv: readonly string[],
+    stdin: string,
+  ): ExecOutcome | Promise<ExecOutcome> {
+    if (this.options.backend && isGatewayPod(pod) && container === GATEWAY_CONTAINER)
+      return this.options.backend.exec(pod, argv, stdin);
     const m = pod.metadata as JsonObject;
     const sim = this.sims.get(podKey(String(m.namespace), String(m.name)));
     if (sim && container === GATEWAY_CONTAINER) return sim.exec(argv);
@@ -527,7 +578,9 @@ export class Kubelet {
     const t = setTimeout(() => {
       this.timers.delete(t);
       if (this.closed) return;
-      this.start(namespace, name, { restart: true, lastState });
+      if (this.options.backend && isGatewayPod(pod))
+        this.startOnBackend(namespace, name, { restart: true, lastState });
+      else this.start(namespace, name, { restart: true, lastState });
     }, this.options.restartDelayMs);
     this.timers.add(t);
   }
@@ -544,7 +597,7 @@ export class Kubelet {
       const namespace = String(m.namespace);
       const name = String(m.name);
       if (isGatewayPod(pod)) {
-        this.createSim(pod);
+        if (!this.options.backend) this.createSim(pod);
         const now = this.now();
         const lastState = new Map<string, JsonObject>();
         for (const cs of arr((pod.status as JsonObject | undefined)?.containerStatuses)) {
@@ -558,7 +611,8 @@ export class Kubelet {
             },
           });
         }
-        this.start(namespace, name, { restart: true, lastState });
+        if (this.options.backend) this.startOnBackend(namespace, name, { restart: true, lastState });
+        else this.start(namespace, name, { restart: true, lastState });
       }
     }
   }
