@@ -23,6 +23,7 @@ import { demoObjects } from './demo.js';
 import { localDynamoClient, startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
+import { type NetnsBackendOptions, startNetnsBackend } from './netns/backend.js';
 import { ensureTable } from './table.js';
 
 export const TABLE_NAME = 'eip-lambdas-local-ipam';
@@ -65,6 +66,12 @@ export interface LocalStackOptions {
   kubeOvnEipController?: KubeOvnEipMode;
   /** Human progress lines; default: stdout. */
   say?: (line: string) => void;
+  /**
+   * Back gateway pods with Linux network namespaces running kube-ovn's own nat-gateway.sh (local/netns/) instead of
+   * the simulator. Throws NetnsRefused (local/netns/backend.ts) when the machine cannot (not Linux, not root, tools
+   * or scripts missing).
+   */
+  netnsGateway?: Omit<NetnsBackendOptions, 'log'>;
 }
 
 export interface LocalStack {
@@ -103,6 +110,17 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   };
 
   try {
+    // The gateway backend starts first (it refuses early when the machine cannot run it) and stops last
+    // (stops run in reverse): the API's pods go first, then their namespaces.
+    const gatewayBackend = options.netnsGateway
+      ? await startNetnsBackend({ ...options.netnsGateway, log: (l) => log.info(l) })
+      : undefined;
+    if (gatewayBackend) {
+      stops.push(() => gatewayBackend.close());
+      say(
+        `gateway: kube-ovn's nat-gateway.sh in network namespaces ${gatewayBackend.base}-* (scripts from ${options.netnsGateway?.scripts})`,
+      );
+    }
     if (dataDir) await mkdir(dataDir, { recursive: true });
     const dynamo = await startLocalDynamo({ ...(dataDir && { dataDir: join(dataDir, 'dynamodb') }) });
     stops.push(() => dynamo.close());
@@ -116,6 +134,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const api = await startKubeApi({
       ...(options.port !== undefined && { port: options.port }),
       ...(dataDir && { dataDir: join(dataDir, 'kube') }),
+      ...(gatewayBackend && { gatewayBackend }),
     });
     stops.push(() => api.close());
     await mkdir(dirname(kubeconfig), { recursive: true });

@@ -3,6 +3,8 @@
  */
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
+import { NetnsRefused } from '../local/netns/backend.js';
+import { isReleaseLine, RELEASE_LINES } from '../local/netns/release.js';
 import { startLocalStack } from '../local/stack.js';
 import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { levelFromEnv } from '../shared/observability/log.js';
@@ -29,6 +31,16 @@ options:
   --with-kube-ovn-eip-workers-off
                       the same model in the coexistence mode (kube-ovn-controller with its EIP workers off):
                       only its gateway re-initialisation (status.ready=false and a new status.redo)
+  --gateway sim|netns  what backs the gateway pods: the simulator (default) or, on Linux as root, network
+                      namespaces running kube-ovn's own nat-gateway.sh for real (local/netns/README.md)
+  --gateway-scripts DIR
+                      with --gateway=netns: one <release>/nat-gateway.sh per release (v1.12.35, …, v1.16.0,
+                      master); default: $EIP_KUBE_OVN_SCRIPTS
+  --gateway-release R with --gateway=netns: the release (1.12, 1.13, 1.14, 1.15, 1.16, master) of a gateway pod whose
+                      image has no vX.Y tag (default 1.12); a tagged image's release is its tag's
+  --gateway-netns-pfifo
+                      with --gateway=netns: run kube-ovn 1.16+'s EIP QoS with a pfifo leaf qdisc instead of
+                      fq_codel (a copy of the script with that one change), for kernels without fq_codel
   --log-level LEVEL   debug, info, warn or error for the JSON logs on stderr (default: warn)
   -h, --help          show this help`;
 
@@ -53,6 +65,10 @@ async function main(): Promise<void> {
         'with-kube-ovn-eip-controller': { type: 'boolean' },
         'with-kube-ovn-eip-workers-off': { type: 'boolean' },
         'log-level': { type: 'string' },
+        gateway: { type: 'string' },
+        'gateway-scripts': { type: 'string' },
+        'gateway-release': { type: 'string' },
+        'gateway-netns-pfifo': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -78,6 +94,7 @@ async function main(): Promise<void> {
     : values['with-kube-ovn-eip-workers-off']
       ? ('workers-off' as const)
       : undefined;
+  const netnsGateway = gatewayOption(values);
   const level = levelFromEnv(typeof values['log-level'] === 'string' ? values['log-level'] : 'warn');
 
   const stack = await startLocalStack({
@@ -89,6 +106,7 @@ async function main(): Promise<void> {
     logLevel: level,
     healthPort: 0,
     ...(!values['no-dashboard'] && { dashboardPort }),
+    ...(netnsGateway && { netnsGateway }),
   });
   process.stdout.write(
     `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}${stack.dashboardUrl ? ` dashboard=${stack.dashboardUrl}` : ''}\n`,
@@ -117,6 +135,28 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+/** The --gateway options: undefined for the simulator, the netns backend's options for --gateway=netns. */
+function gatewayOption(values: Record<string, string | boolean | undefined>) {
+  const kind = values.gateway ?? 'sim';
+  if (kind !== 'sim' && kind !== 'netns') fail(`--gateway must be sim or netns, got "${kind}"`);
+  const netnsOnly = ['gateway-scripts', 'gateway-release', 'gateway-netns-pfifo'].filter(
+    (k) => values[k] !== undefined,
+  );
+  if (kind === 'sim') {
+    if (netnsOnly.length > 0) fail(`--${netnsOnly[0]} needs --gateway=netns`);
+    return undefined;
+  }
+  const release = values['gateway-release'] ?? '1.12';
+  if (typeof release !== 'string' || !isReleaseLine(release))
+    fail(`--gateway-release must be one of ${RELEASE_LINES.join(', ')}, got "${release}"`);
+  const scripts = values['gateway-scripts'] ?? process.env.EIP_KUBE_OVN_SCRIPTS;
+  return {
+    scripts: typeof scripts === 'string' && scripts !== '' ? scripts : undefined,
+    defaultRelease: release,
+    pfifo: values['gateway-netns-pfifo'] === true,
+  };
 }
 
 /** Tells the newcomer when the demo EIP is Ready (or why not), without blocking the stack. */
@@ -156,6 +196,10 @@ async function reportDemo(kubeconfig: string): Promise<void> {
 }
 
 main().catch((e: unknown) => {
+  if (e instanceof NetnsRefused) {
+    process.stderr.write(`start: ${e.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`start: ${(e as Error).stack ?? String(e)}\n`);
   process.exit(1);
 });

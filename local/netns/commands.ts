@@ -44,6 +44,7 @@ const TOOLS = [
   'iptables-legacy-save',
   'arping',
   'sysctl',
+  'cat',
   'true',
   'false',
   'kill',
@@ -89,8 +90,16 @@ const PRINT_OPTIONS = new Set([
   '-r',
   '-resolve',
 ]);
-/** The only kernel settings a gateway's postStart hook changes (per network namespace). */
+/** The only kernel settings a gateway's postStart hook changes (per network namespace), and that can be read. */
 const SYSCTLS = new Set(['net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1']);
+const SYSCTL_KEYS = new Set([...SYSCTLS].map((s) => s.split('=')[0]!));
+
+function sysctl(args: readonly string[]): string | undefined {
+  if (args.length === 2 && args[0] === '-w' && SYSCTLS.has(args[1]!)) return undefined;
+  const keys = args[0] === '-n' ? args.slice(1) : args;
+  if (keys.length > 0 && keys.every((k) => SYSCTL_KEYS.has(k))) return undefined;
+  return `only -w ${[...SYSCTLS].join(' or -w ')}, or reading ${[...SYSCTL_KEYS].join(' or ')}`;
+}
 
 /** ip/tc: print options, then an object from `objects`; words that leave the namespace or run programs refused. */
 function iproute(name: string, args: readonly string[], objects: ReadonlySet<string>): string | undefined {
@@ -122,9 +131,13 @@ function toolProblem(name: string, args: readonly string[]): string | undefined 
       return bad === undefined ? undefined : `${bad} is not allowed`;
     }
     case 'sysctl':
-      return args.length === 2 && args[0] === '-w' && SYSCTLS.has(args[1]!)
+      return sysctl(args);
+    case 'cat':
+      // What kube-ovn's script keeps there (nat-gateway.env): the pod's private /etc/kube-ovn only.
+      return args.length > 0 &&
+        args.every((a) => /^\/etc\/kube-ovn\/[A-Za-z0-9._-]+$/.test(a) && !a.includes('..'))
         ? undefined
-        : `only ${[...SYSCTLS].map((s) => `-w ${s}`).join(' or ')}`;
+        : 'only files in /etc/kube-ovn';
     default:
       return undefined;
   }

@@ -30,21 +30,6 @@ export interface PodPaths {
 const prefixLen = (cidr: string): string => cidr.split('/')[1]!;
 const address = (cidr: string): string => cidr.split('/')[0]!;
 
-function routeArgv(ns: string, r: Route, dev: string): string[] {
-  return [
-    'ip',
-    '-n',
-    ns,
-    'route',
-    'replace',
-    r.dst === '0.0.0.0/0' ? 'default' : r.dst,
-    'via',
-    r.gw,
-    'dev',
-    dev,
-  ];
-}
-
 export class PodNet {
   readonly ext: string;
   readonly lan: string;
@@ -57,65 +42,54 @@ export class PodNet {
     this.lan = `${paths.id}-lan`;
   }
 
-  /** The namespaces as the CNI leaves them, and the container's mount namespace. */
+  /**
+   * The namespaces as the CNI leaves them, and the container's mount namespace. iproute2's batch mode (one process
+   * per namespace, one command per line) keeps this to a handful of processes; every value in it was checked to be
+   * an IPv4 address, CIDR or MAC (facts.ts).
+   */
   async create(): Promise<void> {
     const { id } = this.paths;
     const f = this.facts;
-    for (const ns of [id, this.ext, this.lan]) {
-      await must(['ip', 'netns', 'add', ns]);
-      await must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
-    }
+    const batch = (ns: string | undefined, commands: string[]): Promise<string> =>
+      must(['ip', ...(ns ? ['-n', ns] : []), '-batch', '-'], { stdin: `${commands.join('\n')}\n` });
+    await batch(
+      undefined,
+      [id, this.ext, this.lan].map((ns) => `netns add ${ns}`),
+    );
     // net1 ↔ ext0 (router) and eth0 ↔ lan0, created inside the peers' namespaces: no name on the host.
-    await must([
-      'ip',
-      '-n',
-      this.ext,
-      'link',
-      'add',
-      'ext0',
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'net1',
-      'netns',
-      id,
-    ]);
-    await must([
-      'ip',
-      '-n',
-      this.lan,
-      'link',
-      'add',
-      'lan0',
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'eth0',
-      'netns',
-      id,
-    ]);
-    for (const [dev, mac] of [
-      ['eth0', f.eth0.mac],
-      ['net1', f.net1.mac],
-    ] as const) {
-      await must(['ip', '-n', id, 'link', 'set', dev, 'address', mac]);
-      // No IPv6 duplicate address detection: the link-local address is listed without "tentative" at once.
-      await must(['ip', 'netns', 'exec', id, 'sysctl', '-q', '-w', `net.ipv6.conf.${dev}.accept_dad=0`]);
-    }
-    const ends: [string, string, string][] = [
-      [this.ext, 'ext0', `${f.net1.gateway}/${prefixLen(f.net1.address)}`],
-      [this.lan, 'lan0', `${f.eth0.gateway}/${prefixLen(f.eth0.address)}`],
-      [id, 'eth0', f.eth0.address],
-      [id, 'net1', f.net1.address],
+    const side = (dev: string, peer: string, gateway: string, own: string): string[] => [
+      'link set lo up',
+      `link add ${dev} type veth peer name ${peer} netns ${id}`,
+      `addr add ${gateway}/${prefixLen(own)} dev ${dev}`,
+      `link set ${dev} up`,
     ];
-    for (const [ns, dev, cidr] of ends) {
-      await must(['ip', '-n', ns, 'addr', 'add', cidr, 'dev', dev]);
-      await must(['ip', '-n', ns, 'link', 'set', dev, 'up']);
-    }
-    for (const r of f.routes.eth0) await must(routeArgv(id, r, 'eth0'));
-    for (const r of f.routes.net1) await must(routeArgv(id, r, 'net1'));
+    await batch(this.ext, side('ext0', 'net1', f.net1.gateway, f.net1.address));
+    await batch(this.lan, side('lan0', 'eth0', f.eth0.gateway, f.eth0.address));
+    // No IPv6 duplicate address detection: the link-local address is listed without "tentative" at once.
+    await must([
+      'ip',
+      'netns',
+      'exec',
+      id,
+      'sysctl',
+      '-q',
+      '-w',
+      'net.ipv6.conf.eth0.accept_dad=0',
+      'net.ipv6.conf.net1.accept_dad=0',
+    ]);
+    const route = (r: Route, dev: string): string =>
+      `route replace ${r.dst === '0.0.0.0/0' ? 'default' : r.dst} via ${r.gw} dev ${dev}`;
+    await batch(id, [
+      'link set lo up',
+      `link set eth0 address ${f.eth0.mac}`,
+      `link set net1 address ${f.net1.mac}`,
+      `addr add ${f.eth0.address} dev eth0`,
+      'link set eth0 up',
+      `addr add ${f.net1.address} dev net1`,
+      'link set net1 up',
+      ...f.routes.eth0.map((r) => route(r, 'eth0')),
+      ...f.routes.net1.map((r) => route(r, 'net1')),
+    ]);
     await this.createView();
   }
 
