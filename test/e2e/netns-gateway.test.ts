@@ -34,7 +34,7 @@ import {
 const SCRIPTS = process.env.EIP_KUBE_OVN_SCRIPTS ? resolve(process.env.EIP_KUBE_OVN_SCRIPTS) : undefined;
 const skipReason = SCRIPTS
   ? await preflight(SCRIPTS)
-  : 'EIP_KUBE_OVN_SCRIPTS is unset (a directory of <release>/nat-gateway.sh, e.g. ../shared/reference/kube-ovn-gateway)';
+  : "EIP_KUBE_OVN_SCRIPTS is unset (a directory with kube-ovn's nat-gateway.sh of each release: <release>/nat-gateway.sh)";
 if (skipReason) console.log(`netns-gateway.test.ts skipped: ${skipReason}`);
 const releases = !skipReason && SCRIPTS ? Object.entries((await readScriptSet(SCRIPTS)).dirs) : [];
 

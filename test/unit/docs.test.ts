@@ -107,6 +107,19 @@ const BARE_NUMBER: { what: string; re: RegExp } = {
   re: /(?<![\w/&#])#\d+\b(?![-\w])/,
 };
 
+/**
+ * Lines that name an outside path without citing it: CI pointing the network-namespace gateway test at kube-ovn's
+ * scripts when they are beside the project (its input, not a document; docs/adr/0070-netns-gateway-mode.md).
+ */
+const NOT_CITATIONS: readonly { file: string; re: RegExp }[] = [
+  {
+    file: '.ci/run',
+    re: new RegExp(
+      `^\\s*(if \\[ -d |export EIP_KUBE_OVN_SCRIPTS=)\\.\\./${OUTSIDE}/reference/kube-ovn-gateway( ]; then)?$`,
+    ),
+  },
+];
+
 interface Citation {
   line: number;
   what: string;
@@ -365,7 +378,10 @@ describe('docs stand on their own', () => {
     const found: string[] = [];
     for (const [file, text] of texts) {
       if (text === undefined) continue;
-      for (const c of citations(text)) found.push(`${file}:${c.line}: ${c.what}: ${c.text}`);
+      for (const c of citations(text)) {
+        if (NOT_CITATIONS.some((n) => n.file === file && n.re.test(c.text))) continue;
+        found.push(`${file}:${c.line}: ${c.what}: ${c.text}`);
+      }
     }
     expect(found).toEqual([]);
   });
