@@ -71,7 +71,7 @@ export interface LocalStackOptions {
    * the simulator. Throws NetnsRefused (local/netns/backend.ts) when the machine cannot (not Linux, not root, tools
    * or scripts missing).
    */
-  netnsGateway?: Omit<NetnsBackendOptions, 'log'>;
+  netnsGateway?: Omit<NetnsBackendOptions, 'log' | 'warn'>;
 }
 
 export interface LocalStack {
@@ -113,7 +113,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     // The gateway backend starts first (it refuses early when the machine cannot run it) and stops last
     // (stops run in reverse): the API's pods go first, then their namespaces.
     const gatewayBackend = options.netnsGateway
-      ? await startNetnsBackend({ ...options.netnsGateway, log: (l) => log.info(l) })
+      ? await startNetnsBackend({
+          ...options.netnsGateway,
+          log: (l) => log.info(l),
+          warn: (l) => log.warn(l),
+        })
       : undefined;
     if (gatewayBackend) {
       stops.push(() => gatewayBackend.close());

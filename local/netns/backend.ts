@@ -39,7 +39,10 @@ export interface NetnsBackendOptions {
   serviceCidr?: string;
   /** Longest a single exec may run before it is killed (default 60 s). */
   execTimeoutMs?: number;
+  /** What it does (namespaces made, scripts used). */
   log?: (line: string) => void;
+  /** What goes wrong or is limited (kernel-limited ops, failed init execs, busybox missing); default: log. */
+  warn?: (line: string) => void;
 }
 
 export interface KernelLimit {
@@ -93,6 +96,7 @@ class Backend implements NetnsBackend {
       Pick<NetnsBackendOptions, 'defaultRelease' | 'serviceCidr' | 'execTimeoutMs'>
     > & {
       log: (line: string) => void;
+      warn: (line: string) => void;
       root: string;
     },
     private readonly onClose: () => void,
@@ -122,7 +126,7 @@ class Backend implements NetnsBackend {
     if (limited) {
       const pod = `${net.facts.namespace}/${net.facts.name}`;
       this.limits.push({ pod, argv: [...argv], message: limited });
-      this.o.log(`netns gateway ${pod}: ${argv.join(' ')}: limited by this kernel: ${limited}`);
+      this.o.warn(`netns gateway ${pod}: ${argv.join(' ')}: limited by this kernel: ${limited}`);
     }
     return r;
   }
@@ -150,7 +154,7 @@ class Backend implements NetnsBackend {
     for (const argv of [...(facts.postStart ? [facts.postStart] : []), ...facts.controllerInit]) {
       const r = await this.runIn(net, argv, env);
       if (r.exitCode !== 0)
-        this.o.log(
+        this.o.warn(
           `netns gateway ${facts.namespace}/${facts.name}: ${argv.join(' ')} exited ${r.exitCode}: ${(r.stderr || r.stdout).trim()}`,
         );
     }
@@ -162,7 +166,11 @@ class Backend implements NetnsBackend {
     const key = keyOf(pod);
     const before = this.slots.get(key);
     // A container restart: the pod's network goes back to what the CNI gave it (its namespaces are made anew).
-    if (restart && before) await (await before.ready)?.destroy();
+    if (restart && before) {
+      await (await before.ready)?.destroy();
+      // Deleted (or closed) while its old namespaces went: nothing to bring up again.
+      if (this.closed || this.slots.get(key) !== before) throw new Error(`pod ${key} is gone`);
+    }
     const n = before?.n ?? ++this.next;
     const up = this.bringUp(pod, n);
     const slot: Slot = { n, ready: Promise.resolve(undefined) };
@@ -251,7 +259,7 @@ export async function startNetnsBackend(options: NetnsBackendOptions): Promise<N
   const dir = stateDirOf(base);
   let dirs: Partial<Record<ReleaseLine, string>>;
   try {
-    dirs = await prepare(set, dir, options.pfifo === true, log);
+    dirs = await prepare(set, dir, options.pfifo === true, { info: log, warn: options.warn ?? log });
   } catch (e) {
     removeInstance(base);
     throw e;
@@ -281,6 +289,7 @@ export async function startNetnsBackend(options: NetnsBackendOptions): Promise<N
       serviceCidr: options.serviceCidr ?? '10.96.0.0/12',
       execTimeoutMs: options.execTimeoutMs ?? 60_000,
       log,
+      warn: options.warn ?? log,
       root: set.root,
     },
     () => {
@@ -296,7 +305,7 @@ async function prepare(
   set: ScriptSet,
   dir: string,
   pfifo: boolean,
-  log: (line: string) => void,
+  log: { info: (line: string) => void; warn: (line: string) => void },
 ): Promise<Partial<Record<ReleaseLine, string>>> {
   const views = join(dir, 'views');
   await mkdir(views, { recursive: true });
@@ -307,7 +316,7 @@ async function prepare(
   const busybox = which('busybox');
   if (busybox) for (const a of BUSYBOX_APPLETS) await symlink(busybox, join(dir, 'bin', a));
   else
-    log(
+    log.warn(
       `netns gateway: busybox not found: ${BUSYBOX_APPLETS.join(', ')} (busybox applets in kube-ovn's image) will be missing`,
     );
   for (const m of MOUNT_POINTS) await mkdir(m, { recursive: true });
@@ -318,7 +327,7 @@ async function prepare(
     if (!from) continue;
     const copy = await pfifoCopy(from, join(dir, 'pfifo', line));
     dirs[line] = copy.dir;
-    log(
+    log.info(
       `netns gateway: kube-ovn ${line} runs a copy of ${from}/nat-gateway.sh with pfifo for fq_codel (${copy.changed} line(s))`,
     );
   }

@@ -110,12 +110,18 @@ function argvOf(c: JsonObject): string[] {
   );
 }
 
-/** The literal `env` entries of a container (`valueFrom` is not resolved here). */
+/**
+ * The literal `env` entries of a container (`valueFrom` is not resolved here). The script word-splits them, so a
+ * value must be plain words of the characters addresses use.
+ */
 function envOf(c: JsonObject | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const e of list(c?.env)) {
-    if (typeof e.name === 'string' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(e.name))
-      out[e.name] = typeof e.value === 'string' ? e.value : '';
+    if (typeof e.name !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(e.name)) continue;
+    const value = typeof e.value === 'string' ? e.value : '';
+    if (!/^[A-Za-z0-9.,:/_+=@%-]*$/.test(value))
+      throw new Error(`env ${e.name} is "${value}", not an address`);
+    out[e.name] = value;
   }
   return out;
 }

@@ -230,13 +230,16 @@ describe('what a gateway pod says about its network', () => {
     });
   });
 
-  it('refuses a pod whose addresses or routes are not IPv4', () => {
+  it('refuses a pod whose addresses, routes or env are not plain addresses', () => {
     const pod = netnsTestPod({ name: 'p', line: '1.13', tag: 'v1.13.0' });
     pod.metadata.annotations['ovn.kubernetes.io/routes'] = '[{"dst":"10.96.0.0/12;id","gw":"10.0.1.1"}]';
     expect(() => podFacts(pod, options)).toThrow('is not an IPv4 destination');
     const other = netnsTestPod({ name: 'p', line: '1.13', tag: 'v1.13.0' });
     other.metadata.annotations['ovn.kubernetes.io/gateway'] = '10.0.1.1 dev lo';
     expect(() => podFacts(other, options)).toThrow('ovn.kubernetes.io/gateway');
+    const env = netnsTestPod({ name: 'p', line: '1.15', tag: 'v1.15.0' });
+    env.spec.containers[0]!.env![0]!.value = '172.18.0.1 dev lo';
+    expect(() => podFacts(env, options)).toThrow('env GATEWAY_V4 is "172.18.0.1 dev lo", not an address');
   });
 
   it('takes a MAC from the annotation, else one derived from the pod name, stable and locally administered', () => {
