@@ -14,10 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
-  type AttributeValue,
   DeleteItemCommand,
-  GetItemCommand,
-  type GetItemCommandOutput,
   PutItemCommand,
   UpdateItemCommand,
   type UpdateItemCommandOutput,
@@ -47,26 +44,38 @@ import type {
   Pool,
 } from '../../ports.js';
 import { type CursorOptions, DEFAULT_CURSOR, NeverUsedCursor } from './cursor.js';
+import { tableCursorIo } from './cursor-io.js';
+import {
+  assertOwner,
+  avoidedValues,
+  blockId,
+  type Claimant,
+  getItem,
+  type Item,
+  key,
+  names,
+  placementAttributes,
+  randomBelow,
+  setBounded,
+  shuffle,
+  shuffled,
+  toAllocation,
+} from './items.js';
 import {
   addressSk,
   BLOCK_SIZE,
   blockRange,
-  fullSk,
   geometryOf,
   type HomeBlock,
   homeBlock,
   homeOfHint,
   INDEX,
-  META_SK,
   type PoolGeometry,
   pointerSk,
   poolPk,
-  segmentOfFullSk,
   valueOfSk,
 } from './layout.js';
 import type { Store } from './store.js';
-
-type Item = Record<string, AttributeValue>;
 
 /** How far back a block read looks at claim times to tell how busy others are there (ADR 0043). */
 const RATE_WINDOW_MS = 10_000;
@@ -224,7 +233,11 @@ export class DynamoIpam implements Ipam {
     const now = this.clock.now();
     // Repeated claims are common (retries, a maintained EIP, the collector's gateway pod reservations): a
     // consistent read answers them without a write.
-    const current = await this.getItem(poolPk(pool.subnet, pool.family), addressSk(pool.family, value));
+    const current = await getItem(
+      this.store,
+      poolPk(pool.subnet, pool.family),
+      addressSk(pool.family, value),
+    );
     if (current?.ownerUid?.S === owner.uid) return toAllocation(current);
     if (current?.ownerUid?.S) {
       this.metrics?.count('IpamConflicts', 1, { subnet: pool.subnet });
@@ -283,7 +296,7 @@ export class DynamoIpam implements Ipam {
     }
     this.metrics?.count('IpamConflicts', 1, { subnet: pool.subnet });
     const holder =
-      r.item ?? (await this.getItem(poolPk(pool.subnet, pool.family), addressSk(pool.family, value)));
+      r.item ?? (await getItem(this.store, poolPk(pool.subnet, pool.family), addressSk(pool.family, value)));
     const holderName = holder?.ownerName?.S ?? 'another owner';
     throw new AddressConflictError(
       `address ${addr} in subnet ${pool.subnet} is already allocated to ${holderName}`,
@@ -534,7 +547,7 @@ export class DynamoIpam implements Ipam {
       });
     const target = view.mine[0]?.sk?.S ?? view.pointer?.ptrSk?.S;
     if (!target) return undefined;
-    const it = await this.getItem(g.pk, target);
+    const it = await getItem(this.store, g.pk, target);
     return it?.ownerUid?.S === uid ? toAllocation(it) : undefined;
   }
 
@@ -907,113 +920,13 @@ export class DynamoIpam implements Ipam {
     const id = `${g.pk}|${g.fingerprint}`;
     let c = this.cursors.get(id);
     if (!c) {
-      c = new NeverUsedCursor(
-        g,
-        {
-          readHwm: () => this.readHwm(g),
-          publishHwm: (hwm) => this.publishHwm(g, hwm),
-          fullMarkers: (from, to) => this.fullMarkers(g, from, to),
-          markFull: (seg) => this.markFull(g, seg),
-          usedSlots: (seg) => this.usedSlots(g, seg),
-        },
-        this.clock,
-        { ...DEFAULT_CURSOR, ...this.tuning.cursor },
-      );
+      c = new NeverUsedCursor(g, tableCursorIo(this.store, g, this.log), this.clock, {
+        ...DEFAULT_CURSOR,
+        ...this.tuning.cursor,
+      });
       this.cursors.set(id, c);
     }
     return c;
-  }
-
-  private async readHwm(g: PoolGeometry): Promise<bigint> {
-    const it = await this.getItem(g.pk, META_SK, false);
-    if (!it || it.fingerprint?.S !== g.fingerprint) return 0n;
-    return BigInt(it.hwmSegment?.N ?? '0');
-  }
-
-  private async publishHwm(g: PoolGeometry, hwm: bigint): Promise<void> {
-    // A max-update: never lowers the mark. Another fingerprint (the subnet changed) is simply replaced.
-    try {
-      await this.store.sendConditional(
-        new UpdateItemCommand({
-          TableName: this.store.tableName,
-          Key: key(g.pk, META_SK),
-          UpdateExpression:
-            'SET #fingerprint = :fp, #hwmSegment = :hwm, #segmentSize = :size, #capacity = :cap, #subnet = :subnet, #family = :family',
-          ConditionExpression: 'attribute_not_exists(pk) OR #fingerprint <> :fp OR #hwmSegment < :hwm',
-          ExpressionAttributeNames: names(
-            'fingerprint',
-            'hwmSegment',
-            'segmentSize',
-            'capacity',
-            'subnet',
-            'family',
-          ),
-          ExpressionAttributeValues: {
-            ':fp': { S: g.fingerprint },
-            ':hwm': { N: hwm.toString() },
-            ':size': { N: g.segmentSize.toString() },
-            ':cap': { N: g.capacity.toString() },
-            ':subnet': { S: g.pool.subnet },
-            ':family': { N: String(g.pool.family) },
-          },
-        }),
-      );
-    } catch (e) {
-      // Only an optimisation for other allocators: never fail an allocation over it.
-      this.log?.warn('could not publish the pool cursor', { pool: g.pk, error: String(e) });
-    }
-  }
-
-  private async fullMarkers(g: PoolGeometry, from: bigint, to: bigint): Promise<Set<bigint>> {
-    const out = new Set<bigint>();
-    for await (const it of this.store.queryItems({
-      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
-      ExpressionAttributeValues: { ':pk': { S: g.pk }, ':a': { S: fullSk(from) }, ':b': { S: fullSk(to) } },
-      ProjectionExpression: 'sk, #fingerprint',
-      ExpressionAttributeNames: names('fingerprint'),
-    })) {
-      const seg = segmentOfFullSk(it.sk?.S ?? '');
-      // A marker written for another shape of the pool (excludeIps changed) says nothing about this one.
-      if (seg !== undefined && it.fingerprint?.S === g.fingerprint) out.add(seg);
-    }
-    return out;
-  }
-
-  private async markFull(g: PoolGeometry, seg: bigint): Promise<void> {
-    try {
-      await this.store.send(
-        new PutItemCommand({
-          TableName: this.store.tableName,
-          Item: { pk: { S: g.pk }, sk: { S: fullSk(seg) }, fingerprint: { S: g.fingerprint } },
-        }),
-      );
-    } catch (e) {
-      this.log?.warn('could not record a full segment', {
-        pool: g.pk,
-        segment: seg.toString(),
-        error: String(e),
-      });
-    }
-  }
-
-  private async usedSlots(g: PoolGeometry, seg: bigint): Promise<Set<bigint>> {
-    const { first, last } = g.segment(seg);
-    const used = new Set<bigint>();
-    for await (const it of this.store.queryItems({
-      KeyConditionExpression: 'pk = :pk AND sk BETWEEN :a AND :b',
-      ExpressionAttributeValues: {
-        ':pk': { S: g.pk },
-        ':a': { S: g.skOf(first) },
-        ':b': { S: g.skOf(last) },
-      },
-      ProjectionExpression: 'sk',
-      ConsistentRead: true,
-    })) {
-      const v = valueOfSk(it.sk?.S ?? '');
-      const slot = v === undefined ? undefined : g.slotOf(v);
-      if (slot !== undefined) used.add(slot);
-    }
-    return used;
   }
 
   // ------------------------------------------------------------------ lookups and releases
@@ -1039,7 +952,7 @@ export class DynamoIpam implements Ipam {
       seen
         .filter((it) => pk === undefined || it.pk?.S === pk)
         .map(async (it) => {
-          const fresh = await this.getItem(it.pk!.S!, it.sk!.S!);
+          const fresh = await getItem(this.store, it.pk!.S!, it.sk!.S!);
           return fresh?.ownerUid?.S === ownerUid ? toAllocation(fresh) : undefined;
         }),
     );
@@ -1256,97 +1169,5 @@ export class DynamoIpam implements Ipam {
       dryRun: options.dryRun ?? false,
     });
     return report;
-  }
-
-  // ------------------------------------------------------------------ helpers
-
-  private async getItem(pk: string, sk: string, consistent = true): Promise<Item | undefined> {
-    const r = await this.store.send<GetItemCommandOutput>(
-      new GetItemCommand({ TableName: this.store.tableName, Key: key(pk, sk), ConsistentRead: consistent }),
-    );
-    return r.Item;
-  }
-}
-
-function key(pk: string, sk: string): Item {
-  return { pk: { S: pk }, sk: { S: sk } };
-}
-
-function names(...attrs: string[]): Record<string, string> {
-  return Object.fromEntries(attrs.map((a) => [`#${a}`, a]));
-}
-
-function toAllocation(it: Item): Allocation {
-  return {
-    subnet: it.subnet!.S!,
-    family: Number(it.family!.N) as Family,
-    address: it.address!.S!,
-    owner: { uid: it.ownerUid!.S!, name: it.ownerName?.S ?? '' },
-    ...(it.placedGateway?.S &&
-      it.placedPrefix?.N && {
-        placement: { gateway: it.placedGateway.S, prefix: Number(it.placedPrefix.N) },
-      }),
-  };
-}
-
-/** An owner, and where its new claim is to be configured (recorded in the claim's own write, ADR 0041). */
-interface Claimant extends Owner {
-  placement?: Placement;
-  /** Values never to hand out (ClaimOptions.avoid). */
-  avoid: ReadonlySet<bigint>;
-}
-
-/** The values of the addresses of `pool`'s family in `avoid`; others (and what does not parse) are ignored. */
-function avoidedValues(pool: Pool, avoid: readonly string[] | undefined): ReadonlySet<bigint> {
-  const out = new Set<bigint>();
-  for (const text of avoid ?? []) {
-    const a = parseAddress(text);
-    if (a && a.family === pool.family) out.add(a.value);
-  }
-  return out;
-}
-
-/** Identity of a home block in memory: the pool's partition and geometry (a subnet edit moves blocks) and start. */
-function blockId(g: PoolGeometry, home: HomeBlock): string {
-  return `${g.pk}|${g.fingerprint}|${home.start}`;
-}
-
-function placementAttributes(p: Placement | undefined): Item {
-  return p ? { placedGateway: { S: p.gateway }, placedPrefix: { N: String(p.prefix) } } : {};
-}
-
-function assertOwner(owner: Owner): void {
-  if (!owner.uid) throw new InvalidSpecError('an allocation needs an owner uid');
-}
-
-/**
- * Sets `key` to `value` as the map's newest entry (a map's order is its eviction order here) and drops the oldest
- * entries beyond `max`: the per-container memories of the allocator stay bounded however many pools and blocks it
- * meets.
- */
-function setBounded<K, V>(map: Map<K, V>, key: K, value: V, max = 256): void {
-  map.delete(key);
-  map.set(key, value);
-  while (map.size > max) map.delete(map.keys().next().value as K);
-}
-
-/** A uniformly random bigint in [0, n). */
-function randomBelow(n: bigint): bigint {
-  if (n <= BigInt(Number.MAX_SAFE_INTEGER)) return BigInt(Math.floor(Math.random() * Number(n)));
-  const hi = BigInt(Math.floor(Math.random() * 2 ** 52));
-  const lo = BigInt(Math.floor(Math.random() * 2 ** 52));
-  return ((hi << 52n) | lo) % n;
-}
-
-function shuffled<T>(a: readonly T[]): T[] {
-  const out = [...a];
-  shuffle(out);
-  return out;
-}
-
-function shuffle<T>(a: T[]): void {
-  for (let i = a.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [a[i], a[j]] = [a[j]!, a[i]!];
   }
 }
