@@ -13,19 +13,8 @@
  *   know, from the item's mere existence, that an address has been used before.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  DeleteItemCommand,
-  PutItemCommand,
-  UpdateItemCommand,
-  type UpdateItemCommandOutput,
-} from '@aws-sdk/client-dynamodb';
-import {
-  assertClaimable,
-  capacity,
-  type Family,
-  formatAddress,
-  parseAddress,
-} from '../../domain/addressing.js';
+import { PutItemCommand, UpdateItemCommand, type UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import { assertClaimable, formatAddress, parseAddress } from '../../domain/addressing.js';
 import {
   AddressConflictError,
   ConflictError,
@@ -75,7 +64,10 @@ import {
   poolPk,
   valueOfSk,
 } from './layout.js';
+import { type GcOptions, type GcReport, Releases } from './release.js';
 import type { Store } from './store.js';
+
+export type { GcOptions, GcReport } from './release.js';
 
 /** How far back a block read looks at claim times to tell how busy others are there (ADR 0043). */
 const RATE_WINDOW_MS = 10_000;
@@ -111,38 +103,6 @@ export interface IpamTuning {
    * block is read again (a read costs less than a write that fails, and the fresh read shows what the others took).
    */
   triesPerRead: number;
-}
-
-export interface GcOptions {
-  /**
-   * When the live set was read (epoch ms). Only allocations claimed at least `graceMs` before it are
-   * candidates, so an EIP created after the list was taken never loses its fresh allocation. Default: now.
-   */
-  liveAsOf?: number;
-  /** Margin for clock skew between writers and the collector. Default 120 000 ms. */
-  graceMs?: number;
-  /** Second opinion per candidate (e.g. re-read the EIP by name and compare uids); false keeps it. */
-  confirm?: (allocation: Allocation) => Promise<boolean>;
-  /** Report only; change nothing. */
-  dryRun?: boolean;
-  /** Pools whose utilisation to report (held / capacity) and emit as IpamSubnetUtilisation. */
-  pools?: readonly Pool[];
-}
-
-export interface GcReport {
-  /** Allocations seen (held addresses). */
-  scanned: number;
-  /** Held by an owner not in the live set, old enough to judge. */
-  orphans: Allocation[];
-  /** Orphans actually released (a subset: the rest raced with a release or re-claim, or were kept by confirm). */
-  released: Allocation[];
-  /** Orphan-looking allocations younger than liveAsOf − graceMs (possibly in flight), left alone. */
-  tooYoung: number;
-  /** Kept because `confirm` said the owner still exists. */
-  confirmedLive: number;
-  /** Owners holding more than one address in one pool (should not happen; reported, never auto-released). */
-  surplus: { ownerUid: string; subnet: string; family: Family; addresses: string[] }[];
-  utilisation: { subnet: string; family: Family; held: number; capacity: number; percent: number }[];
 }
 
 export interface ClaimStats {
@@ -201,6 +161,7 @@ export class DynamoIpam implements Ipam {
   /** Per block: whether its last read saw other allocators' recent claims (a window read then, ADR 0044). */
   private readonly busy = new Map<string, boolean>();
   private readonly tuning: IpamTuning;
+  private readonly releases: Releases;
   /** Stats of the last claimAny, for the benchmark and the tests (not part of the port). */
   lastClaim: ClaimStats | undefined;
 
@@ -221,6 +182,7 @@ export class DynamoIpam implements Ipam {
       triesPerRead: 1,
       ...tuning,
     };
+    this.releases = new Releases(store, clock, log, metrics);
   }
 
   // ------------------------------------------------------------------ claims
@@ -488,7 +450,7 @@ export class DynamoIpam implements Ipam {
     // annotation edited by hand, a subnet edit that moved the blocks). The owner index is the last resort: it
     // sees any claim older than its lag (ADR 0043).
     if (retry) {
-      const elsewhere = (await this.held(owner.uid, g.pk)).find((a) => a.family === g.pool.family);
+      const elsewhere = (await this.releases.held(owner.uid, g.pk)).find((a) => a.family === g.pool.family);
       if (elsewhere) return elsewhere;
     }
     const maxReads = Math.max(2, Math.ceil(8 / this.tuning.triesPerRead));
@@ -929,56 +891,14 @@ export class DynamoIpam implements Ipam {
     return c;
   }
 
-  // ------------------------------------------------------------------ lookups and releases
+  // ------------------------------------------------------------------ lookups, releases, collection
 
   findByOwner(ownerUid: string): Promise<Allocation[]> {
-    return this.held(ownerUid);
+    return this.releases.held(ownerUid);
   }
 
-  /** The owner's allocations (in one pool partition only, when `pk` is given), confirmed on the items. */
-  private async held(ownerUid: string, pk?: string): Promise<Allocation[]> {
-    if (!ownerUid) return [];
-    const seen: Item[] = [];
-    for await (const it of this.store.queryItems({
-      IndexName: INDEX.byOwner,
-      KeyConditionExpression: '#ownerUid = :uid',
-      ExpressionAttributeNames: names('ownerUid'),
-      ExpressionAttributeValues: { ':uid': { S: ownerUid } },
-    }))
-      seen.push(it);
-    // The index is eventually consistent on AWS: confirm each hit on the item itself (strongly consistent),
-    // so that an address released (and maybe re-claimed by someone else) a moment ago is not reported as ours.
-    const confirmed = await Promise.all(
-      seen
-        .filter((it) => pk === undefined || it.pk?.S === pk)
-        .map(async (it) => {
-          const fresh = await getItem(this.store, it.pk!.S!, it.sk!.S!);
-          return fresh?.ownerUid?.S === ownerUid ? toAllocation(fresh) : undefined;
-        }),
-    );
-    return confirmed
-      .filter((a): a is Allocation => a !== undefined)
-      .sort((a, b) => (a.subnet + a.family < b.subnet + b.family ? -1 : 1));
-  }
-
-  /**
-   * The owner index's hits, each released by one conditional UpdateItem (no confirming read first: the condition on
-   * the owner is the confirmation, and the item as it was before the release is what is returned).
-   */
-  async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
-    if (!ownerUid) return [];
-    const released: Allocation[] = [];
-    for await (const it of this.store.queryItems({
-      IndexName: INDEX.byOwner,
-      KeyConditionExpression: '#ownerUid = :uid',
-      ExpressionAttributeNames: names('ownerUid'),
-      ExpressionAttributeValues: { ':uid': { S: ownerUid } },
-    })) {
-      if (!it.pk?.S || !it.sk?.S || !it.subnet?.S) continue;
-      const before = await this.releaseItem(it.pk.S, it.sk.S, ownerUid, undefined, it.subnet.S);
-      if (before) released.push(toAllocation(before));
-    }
-    return released.sort((a, b) => (a.subnet + a.family < b.subnet + b.family ? -1 : 1));
+  releaseByOwner(ownerUid: string): Promise<Allocation[]> {
+    return this.releases.releaseByOwner(ownerUid);
   }
 
   /** One conditional UpdateItem on the address item: the placement is written only while `ownerUid` holds it. */
@@ -1003,171 +923,12 @@ export class DynamoIpam implements Ipam {
     return r.ok;
   }
 
-  async release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
-    const p = parseAddress(address);
-    if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
-    const before = await this.releaseItem(
-      poolPk(subnet, p.family),
-      addressSk(p.family, p.value),
-      ownerUid,
-      undefined,
-      subnet,
-    );
-    return before !== undefined;
+  release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
+    return this.releases.release(subnet, address, ownerUid);
   }
 
-  /**
-   * Turns a held address into a released marker, only if `ownerUid` (and, for the collector, the very claim it
-   * looked at) still holds it. The item stays: its existence is what marks the address as used before.
-   * Returns the item as it was before the release, or undefined when the condition failed (nothing changed).
-   */
-  private async releaseItem(
-    pk: string,
-    sk: string,
-    ownerUid: string,
-    claimId: string | undefined,
-    subnet: string,
-  ): Promise<Item | undefined> {
-    const values: Item = {
-      ':uid': { S: ownerUid },
-      ':pk': { S: pk },
-      ':now': { N: String(this.clock.now()) },
-    };
-    let condition = '#ownerUid = :uid';
-    if (claimId) {
-      condition += ' AND #claimId = :cid';
-      values[':cid'] = { S: claimId };
-    }
-    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
-      new UpdateItemCommand({
-        TableName: this.store.tableName,
-        Key: key(pk, sk),
-        UpdateExpression:
-          'SET #freePool = :pk, #releasedAt = :now, #lastOwnerUid = :uid ' +
-          'REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, #placedGateway, #placedPrefix, #pointerSk',
-        ConditionExpression: condition,
-        ExpressionAttributeNames: names(
-          'freePool',
-          'releasedAt',
-          'lastOwnerUid',
-          'ownerUid',
-          'ownerName',
-          'claimId',
-          'claimedAt',
-          'placedGateway',
-          'placedPrefix',
-          'pointerSk',
-        ),
-        ExpressionAttributeValues: values,
-        ReturnValues: 'ALL_OLD',
-      }),
-    );
-    if (!r.ok) return undefined;
-    this.metrics?.count('IpamReleases', 1, { subnet });
-    // Claimed from outside the owner's home block: its pointer goes too, unless it names another claim by now.
-    const ptr = r.output.Attributes?.pointerSk?.S;
-    if (ptr)
-      await this.store.sendConditional(
-        new DeleteItemCommand({
-          TableName: this.store.tableName,
-          Key: key(pk, ptr),
-          ConditionExpression: '#ptrOwner = :uid AND #ptrSk = :sk',
-          ExpressionAttributeNames: names('ptrOwner', 'ptrSk'),
-          ExpressionAttributeValues: { ':uid': { S: ownerUid }, ':sk': { S: sk } },
-        }),
-      );
-    return r.output.Attributes ?? {};
-  }
-
-  // ------------------------------------------------------------------ garbage collection
-
-  /**
-   * Releases allocations whose owner uid is not in `liveOwnerUids`. Safe against an allocation in flight:
-   * only claims older than `liveAsOf − graceMs` are judged (an EIP that claimed before the live set was read
-   * is in it, unless it is gone), an optional `confirm` re-checks each owner, and each release is conditioned
-   * on the exact claim (owner uid and claim id) the collector saw, so it never frees an address that was
-   * released and re-claimed meanwhile — not even by the same owner.
-   */
-  async collectGarbage(liveOwnerUids: ReadonlySet<string>, options: GcOptions = {}): Promise<GcReport> {
-    const liveAsOf = options.liveAsOf ?? this.clock.now();
-    const cutoff = liveAsOf - (options.graceMs ?? 120_000);
-    const report: GcReport = {
-      scanned: 0,
-      orphans: [],
-      released: [],
-      tooYoung: 0,
-      confirmedLive: 0,
-      surplus: [],
-      utilisation: [],
-    };
-    const held = new Map<string, number>();
-    const perOwnerPool = new Map<string, Allocation[]>();
-    const candidates: { item: Item; allocation: Allocation }[] = [];
-    for await (const item of this.store.scanItems({ IndexName: INDEX.byOwner })) {
-      if (!item.ownerUid?.S || !item.address?.S) continue;
-      const a = toAllocation(item);
-      report.scanned++;
-      const poolKey = `${a.subnet}|${a.family}`;
-      held.set(poolKey, (held.get(poolKey) ?? 0) + 1);
-      const opk = `${a.owner.uid}|${poolKey}`;
-      perOwnerPool.set(opk, [...(perOwnerPool.get(opk) ?? []), a]);
-      if (liveOwnerUids.has(a.owner.uid)) continue;
-      if (Number(item.claimedAt?.N ?? '0') >= cutoff) {
-        report.tooYoung++;
-        continue;
-      }
-      candidates.push({ item, allocation: a });
-    }
-
-    for (const { item, allocation } of candidates) {
-      report.orphans.push(allocation);
-      if (options.confirm && !(await options.confirm(allocation))) {
-        report.confirmedLive++;
-        continue;
-      }
-      if (options.dryRun) continue;
-      const ok = await this.releaseItem(
-        item.pk!.S!,
-        item.sk!.S!,
-        allocation.owner.uid,
-        item.claimId?.S,
-        allocation.subnet,
-      );
-      if (ok) report.released.push(allocation);
-    }
-    for (const list of perOwnerPool.values()) {
-      if (list.length > 1) {
-        const first = list[0]!;
-        report.surplus.push({
-          ownerUid: first.owner.uid,
-          subnet: first.subnet,
-          family: first.family,
-          addresses: list.map((a) => a.address),
-        });
-      }
-    }
-    for (const pool of options.pools ?? []) {
-      const n = held.get(`${pool.subnet}|${pool.family}`) ?? 0;
-      const cap = Number(capacity(pool));
-      const percent = cap === 0 ? 100 : Math.round((n / cap) * 1000) / 10;
-      report.utilisation.push({ subnet: pool.subnet, family: pool.family, held: n, capacity: cap, percent });
-      this.metrics?.count('IpamSubnetUtilisation', percent, {
-        subnet: pool.subnet,
-        family: `v${pool.family}`,
-      });
-    }
-    this.metrics?.count('IpamGcOrphans', report.orphans.length);
-    this.metrics?.count('IpamGcReleased', report.released.length);
-    if (report.surplus.length > 0)
-      this.log?.warn('owners holding several addresses in one pool', { surplus: report.surplus });
-    this.log?.info('ipam garbage collection', {
-      scanned: report.scanned,
-      orphans: report.orphans.length,
-      released: report.released.length,
-      tooYoung: report.tooYoung,
-      confirmedLive: report.confirmedLive,
-      dryRun: options.dryRun ?? false,
-    });
-    return report;
+  /** Releases allocations whose owner is not live (release.ts says how it stays safe against claims in flight). */
+  collectGarbage(liveOwnerUids: ReadonlySet<string>, options: GcOptions = {}): Promise<GcReport> {
+    return this.releases.collectGarbage(liveOwnerUids, options);
   }
 }
