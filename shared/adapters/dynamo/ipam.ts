@@ -12,15 +12,8 @@
  * - an address item is never deleted: release turns it into a free marker, which is what lets any allocator
  *   know, from the item's mere existence, that an address has been used before.
  */
-import { randomUUID } from 'node:crypto';
-import { PutItemCommand, UpdateItemCommand, type UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
-import { assertClaimable, formatAddress, parseAddress } from '../../domain/addressing.js';
-import {
-  AddressConflictError,
-  ConflictError,
-  InvalidSpecError,
-  NoAvailableAddressError,
-} from '../../domain/errors.js';
+import { formatAddress, parseAddress } from '../../domain/addressing.js';
+import { NoAvailableAddressError } from '../../domain/errors.js';
 import type {
   Allocation,
   ClaimOptions,
@@ -32,6 +25,7 @@ import type {
   Placement,
   Pool,
 } from '../../ports.js';
+import { ClaimWrites } from './claim-writes.js';
 import { type CursorOptions, DEFAULT_CURSOR, NeverUsedCursor } from './cursor.js';
 import { tableCursorIo } from './cursor-io.js';
 import {
@@ -41,9 +35,7 @@ import {
   type Claimant,
   getItem,
   type Item,
-  key,
   names,
-  placementAttributes,
   randomBelow,
   setBounded,
   shuffle,
@@ -61,7 +53,6 @@ import {
   INDEX,
   type PoolGeometry,
   pointerSk,
-  poolPk,
   valueOfSk,
 } from './layout.js';
 import { type GcOptions, type GcReport, Releases } from './release.js';
@@ -162,6 +153,7 @@ export class DynamoIpam implements Ipam {
   private readonly busy = new Map<string, boolean>();
   private readonly tuning: IpamTuning;
   private readonly releases: Releases;
+  private readonly writes: ClaimWrites;
   /** Stats of the last claimAny, for the benchmark and the tests (not part of the port). */
   lastClaim: ClaimStats | undefined;
 
@@ -183,87 +175,14 @@ export class DynamoIpam implements Ipam {
       ...tuning,
     };
     this.releases = new Releases(store, clock, log, metrics);
+    this.writes = new ClaimWrites(store, clock, this.tuning.maxClaimAttempts, metrics);
   }
 
   // ------------------------------------------------------------------ claims
 
   async claimAddress(pool: Pool, address: string, owner: Owner, placement?: Placement): Promise<Allocation> {
     assertOwner(owner);
-    assertClaimable(pool, address);
-    const value = parseAddress(address)!.value;
-    const addr = formatAddress(pool.family, value);
-    const now = this.clock.now();
-    // Repeated claims are common (retries, a maintained EIP, the collector's gateway pod reservations): a
-    // consistent read answers them without a write.
-    const current = await getItem(
-      this.store,
-      poolPk(pool.subnet, pool.family),
-      addressSk(pool.family, value),
-    );
-    if (current?.ownerUid?.S === owner.uid) return toAllocation(current);
-    if (current?.ownerUid?.S) {
-      this.metrics?.count('IpamConflicts', 1, { subnet: pool.subnet });
-      throw new AddressConflictError(
-        `address ${addr} in subnet ${pool.subnet} is already allocated to ${current.ownerName?.S ?? 'another owner'}`,
-        current.ownerUid.S,
-      );
-    }
-    // One upsert: free (no item, or a released marker) or already ours. claimId/claimedAt survive a same-owner
-    // repeat, so a GC that read the first claim still matches it.
-    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
-      new UpdateItemCommand({
-        TableName: this.store.tableName,
-        Key: key(poolPk(pool.subnet, pool.family), addressSk(pool.family, value)),
-        // A same-owner repeat keeps the placement it has (Ipam.place moves it); a new claim records the one given.
-        UpdateExpression:
-          'SET #subnet = :subnet, #family = :family, #address = :address, #ownerUid = :uid, #ownerName = :name, ' +
-          '#claimId = if_not_exists(#claimId, :cid), #claimedAt = if_not_exists(#claimedAt, :now)' +
-          (placement
-            ? ', #placedGateway = if_not_exists(#placedGateway, :gw), #placedPrefix = if_not_exists(#placedPrefix, :prefix)'
-            : '') +
-          ' REMOVE #freePool, #releasedAt',
-        ConditionExpression: 'attribute_not_exists(#ownerUid) OR #ownerUid = :uid',
-        ExpressionAttributeNames: names(
-          'subnet',
-          'family',
-          'address',
-          'ownerUid',
-          'ownerName',
-          'claimId',
-          'claimedAt',
-          'freePool',
-          'releasedAt',
-          ...(placement ? ['placedGateway', 'placedPrefix'] : []),
-        ),
-        ExpressionAttributeValues: {
-          ':subnet': { S: pool.subnet },
-          ':family': { N: String(pool.family) },
-          ':address': { S: addr },
-          ':uid': { S: owner.uid },
-          ':name': { S: owner.name },
-          ':cid': { S: randomUUID() },
-          ':now': { N: String(now) },
-          ...(placement && {
-            ':gw': { S: placement.gateway },
-            ':prefix': { N: String(placement.prefix) },
-          }),
-        },
-        ReturnValues: 'ALL_NEW',
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      }),
-    );
-    if (r.ok) {
-      this.metrics?.count('IpamAllocations', 1, { subnet: pool.subnet, source: 'static' });
-      return toAllocation(r.output.Attributes!);
-    }
-    this.metrics?.count('IpamConflicts', 1, { subnet: pool.subnet });
-    const holder =
-      r.item ?? (await getItem(this.store, poolPk(pool.subnet, pool.family), addressSk(pool.family, value)));
-    const holderName = holder?.ownerName?.S ?? 'another owner';
-    throw new AddressConflictError(
-      `address ${addr} in subnet ${pool.subnet} is already allocated to ${holderName}`,
-      holder?.ownerUid?.S,
-    );
+    return this.writes.claimStatic(pool, address, owner, placement);
   }
 
   /**
@@ -395,8 +314,8 @@ export class DynamoIpam implements Ipam {
         this.forget(id, value);
         if (owner.avoid.has(value)) continue;
         const got = neverUsed
-          ? await this.claimNeverUsedValue(g, value, owner, stats)
-          : await this.claimReleasedValue(g, value, owner, stats);
+          ? await this.writes.neverUsed(g, value, owner, stats)
+          : await this.writes.released(g, value, owner, stats);
         if (got) return got;
         break; // one race lost
       }
@@ -417,7 +336,7 @@ export class DynamoIpam implements Ipam {
       for (const value of new Set(candidates)) {
         if (value === undefined || owner.avoid.has(value)) continue;
         stats.path = 'blind';
-        const got = await this.claimNeverUsedValue(g, value, owner, stats);
+        const got = await this.writes.neverUsed(g, value, owner, stats);
         if (got) {
           // Evidence of a sparse pool only once a read has said how used it is: one lucky write in a used pool
           // must not make the allocator think it sparse.
@@ -528,41 +447,16 @@ export class DynamoIpam implements Ipam {
     const neverUsed = view.neverUsed.filter((v) => !owner.avoid.has(v));
     for (const value of shuffled(neverUsed).slice(0, this.tuning.triesPerRead)) {
       this.forget(id, value);
-      const got = await this.claimNeverUsedValue(g, value, owner, stats);
+      const got = await this.writes.neverUsed(g, value, owner, stats);
       if (got) return got;
     }
     if (view.neverUsed.length > 0) return undefined; // read again: never-used ones still come first
     const released = view.released.filter((v) => !owner.avoid.has(v)).slice(0, this.tuning.reuseBatch);
     for (const value of shuffled(released).slice(0, this.tuning.triesPerRead)) {
       this.forget(id, value);
-      const got = await this.claimReleasedValue(g, value, owner, stats);
+      const got = await this.writes.released(g, value, owner, stats);
       if (got) return got;
     }
-    return undefined;
-  }
-
-  /** One never-used address (no item at all: a released marker does not qualify), one conditional PutItem. */
-  private async claimNeverUsedValue(
-    g: PoolGeometry,
-    value: bigint,
-    owner: Claimant,
-    stats: ClaimStats,
-    pointerKey?: string,
-  ): Promise<Allocation | undefined> {
-    this.spend(g, stats);
-    const item = this.heldItem(g, value, owner, pointerKey);
-    const r = await this.store.sendConditional(
-      new PutItemCommand({
-        TableName: this.store.tableName,
-        Item: item,
-        ConditionExpression: 'attribute_not_exists(pk)',
-      }),
-    );
-    if (r.ok) {
-      stats.source = 'never-used';
-      return toAllocation(item);
-    }
-    stats.conflicts++;
     return undefined;
   }
 
@@ -605,106 +499,13 @@ export class DynamoIpam implements Ipam {
   ): Promise<Allocation | undefined> {
     let seen = pointer?.ptrSk?.S;
     const point = async (value: bigint): Promise<void> => {
-      const target = addressSk(g.pool.family, value);
-      this.spend(g, stats);
-      const r = await this.store.sendConditional(
-        new PutItemCommand({
-          TableName: this.store.tableName,
-          Item: {
-            pk: { S: g.pk },
-            sk: { S: pointerSk(g, home, owner.uid) },
-            ptrOwner: { S: owner.uid },
-            ptrSk: { S: target },
-          },
-          ConditionExpression: seen ? '#ptrSk = :seen' : 'attribute_not_exists(pk)',
-          ...(seen && {
-            ExpressionAttributeNames: names('ptrSk'),
-            ExpressionAttributeValues: { ':seen': { S: seen } },
-          }),
-        }),
-      );
-      // Another claim of the same owner moved the pointer: the lease should have prevented it; retry later.
-      if (!r.ok)
-        throw new ConflictError(
-          `a concurrent claim for ${owner.name} in subnet ${g.pool.subnet}; retry later`,
-        );
-      seen = target;
+      seen = await this.writes.point(g, home, owner, seen, value, stats);
     };
     const pointerKey = pointerSk(g, home, owner.uid);
     const got =
       (await this.claimNeverUsed(g, owner, stats, point, pointerKey)) ??
       (await this.claimReleased(g, owner, stats, point, pointerKey));
     return got;
-  }
-
-  private heldItem(g: PoolGeometry, value: bigint, owner: Claimant, pointerKey?: string): Item {
-    const item: Item = {
-      pk: { S: g.pk },
-      sk: { S: addressSk(g.pool.family, value) },
-      subnet: { S: g.pool.subnet },
-      family: { N: String(g.pool.family) },
-      address: { S: formatAddress(g.pool.family, value) },
-      ownerUid: { S: owner.uid },
-      ownerName: { S: owner.name },
-      claimId: { S: randomUUID() },
-      claimedAt: { N: String(this.clock.now()) },
-      ...(pointerKey && { pointerSk: { S: pointerKey } }),
-      ...placementAttributes(owner.placement),
-    };
-    return item;
-  }
-
-  /** One released address, if still free: `attribute_exists(pk) AND attribute_not_exists(ownerUid)`. */
-  private async claimReleasedValue(
-    g: PoolGeometry,
-    value: bigint,
-    owner: Claimant,
-    stats: ClaimStats,
-    pointerKey?: string,
-  ): Promise<Allocation | undefined> {
-    this.spend(g, stats);
-    const values: Item = {
-      ':uid': { S: owner.uid },
-      ':name': { S: owner.name },
-      ':cid': { S: randomUUID() },
-      ':now': { N: String(this.clock.now()) },
-    };
-    if (pointerKey) values[':ptr'] = { S: pointerKey };
-    const placed = owner.placement;
-    if (placed) {
-      values[':gw'] = { S: placed.gateway };
-      values[':prefix'] = { N: String(placed.prefix) };
-    }
-    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
-      new UpdateItemCommand({
-        TableName: this.store.tableName,
-        Key: key(g.pk, addressSk(g.pool.family, value)),
-        UpdateExpression:
-          'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now' +
-          (pointerKey ? ', #pointerSk = :ptr' : '') +
-          (placed ? ', #placedGateway = :gw, #placedPrefix = :prefix' : '') +
-          ' REMOVE #freePool, #releasedAt',
-        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
-        ExpressionAttributeNames: names(
-          'ownerUid',
-          'ownerName',
-          'claimId',
-          'claimedAt',
-          'freePool',
-          'releasedAt',
-          ...(pointerKey ? ['pointerSk'] : []),
-          ...(placed ? ['placedGateway', 'placedPrefix'] : []),
-        ),
-        ExpressionAttributeValues: values,
-        ReturnValues: 'ALL_NEW',
-      }),
-    );
-    if (r.ok) {
-      stats.source = 'released';
-      return toAllocation(r.output.Attributes!);
-    }
-    stats.conflicts++;
-    return undefined;
   }
 
   /** One consistent Query of the owner's home block: its address items and the pointer items kept there. */
@@ -796,7 +597,7 @@ export class DynamoIpam implements Ipam {
       const value = g.valueOf(slot);
       if (owner.avoid.has(value)) continue; // a gateway pod's own address: left for its reservation
       await before(value);
-      const got = await this.claimNeverUsedValue(g, value, owner, stats, pointerKey);
+      const got = await this.writes.neverUsed(g, value, owner, stats, pointerKey);
       if (got) {
         cursor.claimed();
         return got;
@@ -840,7 +641,7 @@ export class DynamoIpam implements Ipam {
       const value = cached.values.shift()!;
       if (owner.avoid.has(value)) continue;
       await before(value);
-      const got = await this.claimReleasedValue(g, value, owner, stats, pointerKey);
+      const got = await this.writes.released(g, value, owner, stats, pointerKey);
       if (got) {
         this.reuseCalm++;
         return got;
@@ -848,14 +649,6 @@ export class DynamoIpam implements Ipam {
       this.reuseCalm = 0;
       this.freeCache.delete(id);
     }
-  }
-
-  private spend(g: PoolGeometry, stats: ClaimStats): void {
-    if (stats.writes >= this.tuning.maxClaimAttempts)
-      throw new ConflictError(
-        `gave up allocating in subnet ${g.pool.subnet} after ${stats.writes} conflicting attempts; retry later`,
-      );
-    stats.writes++;
   }
 
   /** Values of the oldest released, still-eligible addresses of the pool (byFree index, eventually consistent). */
@@ -902,25 +695,8 @@ export class DynamoIpam implements Ipam {
   }
 
   /** One conditional UpdateItem on the address item: the placement is written only while `ownerUid` holds it. */
-  async place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean> {
-    const p = parseAddress(address);
-    if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
-    if (!ownerUid) return false;
-    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
-      new UpdateItemCommand({
-        TableName: this.store.tableName,
-        Key: key(poolPk(subnet, p.family), addressSk(p.family, p.value)),
-        UpdateExpression: 'SET #placedGateway = :gw, #placedPrefix = :prefix',
-        ConditionExpression: '#ownerUid = :uid',
-        ExpressionAttributeNames: names('placedGateway', 'placedPrefix', 'ownerUid'),
-        ExpressionAttributeValues: {
-          ':gw': { S: placement.gateway },
-          ':prefix': { N: String(placement.prefix) },
-          ':uid': { S: ownerUid },
-        },
-      }),
-    );
-    return r.ok;
+  place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean> {
+    return this.writes.place(subnet, address, ownerUid, placement);
   }
 
   release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
