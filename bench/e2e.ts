@@ -23,10 +23,10 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { demoObjects } from '../local/demo.js';
 import type { RequestRecord } from '../local/kube-api/index.js';
+import { kubeConfigFromFile } from '../local/kubeconfig.js';
+import { memoryLogger } from '../local/memory/logger.js';
 import { type LocalStack, NAMESPACE, startLocalStack } from '../local/stack.js';
-import { kubeConfigFromFile } from '../shared/adapters/k8s/kubeconfig.js';
 import { endpointOfKubeConfig, KubeRest, USER_AGENT } from '../shared/adapters/k8s/rest.js';
-import { memoryLogger } from '../shared/observability/log.js';
 import { verbAndResource } from './lib/kube-requests.js';
 import type { Suite } from './run.js';
 

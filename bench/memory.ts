@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
-import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
+import { kubeConfigFromFile } from '../local/kubeconfig.js';
 import type { Suite } from './run.js';
 
 const root = new URL('..', import.meta.url).pathname;

@@ -7,7 +7,6 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ApiException, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
-import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { buildDeps } from '../shared/adapters/live.js';
 import { auditDepsOf, startDriftRepair } from '../shared/audit/live.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
@@ -22,6 +21,7 @@ import { type Dashboard, type DriftCheck, OutcomeLog, startDashboard } from './d
 import { demoObjects } from './demo.js';
 import { localDynamoClient, startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
+import { kubeConfigFromFile } from './kubeconfig.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
 import { type NetnsBackendOptions, startNetnsBackend } from './netns/backend.js';
 import { ensureTable } from './table.js';

@@ -1,12 +1,12 @@
 /**
  * npm run adopt -- [--dry-run] [--json] [target options]: imports the IptablesEIPs kube-ovn's own controller already
  * made Ready into this product's IPAM (owner = uid, same address, placement recorded), without touching any gateway,
- * so that the handlers take them over without re-allocating or re-running anything. See shared/core/adopt.ts and
+ * so that the handlers take them over without re-allocating or re-running anything. See scripts/adoption.ts and
  * docs/adr/0031.
  */
 import { parseArgs } from 'node:util';
-import { adoptEips, type EipAdoption } from '../shared/core/adopt.js';
 import { jsonLogger, levelFromEnv } from '../shared/observability/log.js';
+import { adoptEips, type EipAdoption } from './adoption.js';
 import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE, TargetError } from './target.js';
 
 const USAGE = `usage: npm run adopt -- [options]
@@ -78,7 +78,8 @@ async function main(): Promise<number> {
   err(`adopt: ${dryRun ? 'dry run against' : 'importing from'} ${target.where}`);
   const log = jsonLogger({ level: levelFromEnv(process.env.LOG_LEVEL ?? 'warn'), write: err });
   const { buildDeps } = await import('../shared/adapters/live.js');
-  const deps = buildDeps(target.config, { log });
+  const { kubeConfigOfConfig } = await import('../local/kubeconfig.js');
+  const deps = buildDeps(target.config, { log, kubeConfig: kubeConfigOfConfig(target.config) });
   // One line per EIP as it is done (on stderr with --json, where stdout carries only the report).
   const report = await adoptEips(deps, {
     dryRun,

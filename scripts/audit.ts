@@ -4,6 +4,7 @@
  * did. What each kind means and what repair does: docs/audit.md.
  */
 import { parseArgs } from 'node:util';
+import { kubeConfigOfConfig } from '../local/kubeconfig.js';
 import { buildDeps } from '../shared/adapters/live.js';
 import {
   type AuditReport,
@@ -130,7 +131,8 @@ async function main(): Promise<number> {
     `audit: ${values.repair ? (dry ? 'repair dry run against' : 'auditing and repairing') : 'auditing'} ${target.where}`,
   );
   const log = jsonLogger({ level: levelFromEnv(process.env.LOG_LEVEL ?? 'warn'), write: err });
-  const deps = auditDepsOf(target.config, buildDeps(target.config, { log }));
+  const kubeConfig = kubeConfigOfConfig(target.config);
+  const deps = auditDepsOf(target.config, buildDeps(target.config, { log, kubeConfig }), { kubeConfig });
   const progress = (line: string): void => err(`audit: ${line}`);
 
   const report = await runAudit(deps, { progress });

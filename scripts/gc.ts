@@ -4,6 +4,7 @@
  * AWS (functions/gc).
  */
 import { parseArgs } from 'node:util';
+import { kubeConfigOfConfig } from '../local/kubeconfig.js';
 import { buildDeps } from '../shared/adapters/live.js';
 import { collectGarbage, isGarbageCollector } from '../shared/core/gc.js';
 import { jsonLogger, levelFromEnv } from '../shared/observability/log.js';
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
     level: levelFromEnv(process.env.LOG_LEVEL),
     write: (l) => process.stderr.write(`${l}\n`),
   });
-  const deps = buildDeps(target.config, { log });
+  const deps = buildDeps(target.config, { log, kubeConfig: kubeConfigOfConfig(target.config) });
   if (!isGarbageCollector(deps.ipam)) throw new Error('the configured IPAM cannot collect garbage');
   const report = await collectGarbage(deps, deps.ipam, { dryRun: !!values['dry-run'] });
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

@@ -117,11 +117,15 @@ async function choose(values: Record<string, string | boolean | undefined>): Pro
   }
   if (target) {
     const { buildDeps } = await import('../shared/adapters/live.js');
+    const { kubeConfigOfConfig } = await import('../local/kubeconfig.js');
     const log = jsonLogger({
       level: levelFromEnv(process.env.LOG_LEVEL),
       write: (line) => process.stderr.write(`${line}\n`),
     });
-    return { deps: buildDeps(target.config, { log }), where: target.where };
+    return {
+      deps: buildDeps(target.config, { log, kubeConfig: kubeConfigOfConfig(target.config) }),
+      where: target.where,
+    };
   }
   if (!values.memory)
     process.stderr.write(

@@ -3,10 +3,10 @@
  */
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
+import { kubeConfigFromFile } from '../local/kubeconfig.js';
 import { NetnsRefused } from '../local/netns/backend.js';
 import { isReleaseLine, RELEASE_LINES } from '../local/netns/release.js';
 import { startLocalStack } from '../local/stack.js';
-import { kubeConfigFromFile } from '../shared/adapters/k8s/index.js';
 import { levelFromEnv } from '../shared/observability/log.js';
 
 const USAGE = `usage: npm start -- [options]

@@ -1,9 +1,8 @@
 // Scheduled garbage collection of allocations whose EIP (or gateway pod) is gone, and reservation of the gateway
 // pods' own addresses (ADR 0042): wiring only (shared/core/gc.ts).
 // Then the hourly drift check of every gateway, repairing what is safe (shared/audit, docs/adr/0039-drift-repair.md).
-import { liveDeps } from '../../shared/adapters/live.js';
+import { liveConfig, liveDeps } from '../../shared/adapters/live.js';
 import { auditAndRepair, auditDepsOf, collect } from '../../shared/audit/live.js';
-import { loadConfig } from '../../shared/config/config.js';
 
 export const handler = async (): Promise<{
   scanned: number;
@@ -15,9 +14,10 @@ export const handler = async (): Promise<{
 }> => {
   const deps = await liveDeps();
   const gc = await collect(deps);
-  if (process.env.DRIFT_REPAIR === 'off') return { ...gc, drift: 'off', repaired: 0 };
+  const config = liveConfig();
+  if (!config.driftRepair) return { ...gc, drift: 'off', repaired: 0 };
   try {
-    const d = await auditAndRepair(auditDepsOf(loadConfig(process.env), deps));
+    const d = await auditAndRepair(auditDepsOf(config, deps));
     return { ...gc, drift: d.drift.length, repaired: d.actions.filter((a) => a.result === 'done').length };
   } catch (e) {
     // Collection succeeded; a failed drift check must not hide that (it is logged and counted, and runs next hour).

@@ -1,15 +1,15 @@
 /**
  * npx tsx local/dashboard/generate-cloudwatch.ts [--check]: writes infra/dashboard.yml (the CloudWatch dashboard
- * body) from the one dashboard definition, shared/observability/dashboard-definition.ts.
+ * body) from the one dashboard definition, local/dashboard/definition.ts.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { dashboardYaml } from '../../shared/observability/dashboard-definition.js';
+import { dashboardYaml } from './definition.js';
 
 const USAGE = `usage: npx tsx local/dashboard/generate-cloudwatch.ts [--check]
 
-Writes infra/dashboard.yml from shared/observability/dashboard-definition.ts.
+Writes infra/dashboard.yml from local/dashboard/definition.ts.
 
 options:
   --check      write nothing; exit 1 if infra/dashboard.yml differs from the definition

@@ -2,16 +2,11 @@
  * The local stack's metrics, kept for the local dashboard: every data point the handlers, the IPAM adapter, the
  * drift check and the bridge emit through the Metrics port, with the dimensions CloudWatch would see (the
  * emitter's `service` plus the point's own), aggregated per period with the statistic of the dashboard
- * definition (shared/observability/dashboard-definition.ts). Points older than the window are dropped.
+ * definition (local/dashboard/definition.ts). Points older than the window are dropped.
  */
-import {
-  DASHBOARD_ROWS,
-  isSearchLine,
-  type SearchLine,
-  type Stat,
-  searchExpression,
-} from '../../shared/observability/dashboard-definition.js';
+
 import type { Metrics } from '../../shared/ports.js';
+import { DASHBOARD_ROWS, isSearchLine, type SearchLine, type Stat, searchExpression } from './definition.js';
 import type { LocalLine, Stat as LocalStat, LocalWidget } from './state.js';
 
 export interface Point {

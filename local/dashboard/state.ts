@@ -6,7 +6,7 @@
 import type { OutcomeStatus } from '../../shared/core/outcome.js';
 
 /**
- * A CloudWatch statistic the dashboard uses: the same union as shared/observability/dashboard-definition.ts's
+ * A CloudWatch statistic the dashboard uses: the same union as local/dashboard/definition.ts's
  * `Stat` (recorder.ts fails to compile if they part), written here because the page cannot type-check that module
  * (it writes to process.stdout through metrics.ts).
  */

@@ -16,7 +16,6 @@ import {
   type QoSPolicyBandwidthLimitRule,
 } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Clock, Deps } from '../../shared/ports.js';
 import { GATEWAY_IMAGE } from '../controllers/gateway.js';
@@ -24,6 +23,7 @@ import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
 import { MemoryIpam } from './ipam.js';
 import { MemoryLeases } from './leases.js';
+import { memoryLogger } from './logger.js';
 
 /**
  * The pod template facts of the release the simulated gateway speaks (kube-ovn 1.12, local/natgw/README.md), as

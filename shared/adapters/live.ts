@@ -2,9 +2,9 @@
  * The composition root: real adapters built once per cold start from validated configuration. Handlers call
  * `liveDeps()` (memoised); `npm run invoke` and the local stack call `buildDeps(config)` directly.
  *
- * Nothing here imports @kubernetes/client-node (ADR 0027): on EKS the adapters get a KubeEndpoint (endpoint, CA,
- * a token minted from the role); a kubeconfig file (local runs) is read through client-node, loaded only then,
- * through an import the Lambda bundler does not follow.
+ * Nothing here imports @kubernetes/client-node or reads a kubeconfig (ADR 0027): on EKS the adapters get a
+ * KubeEndpoint (endpoint, CA, a token minted from the role); a local run loads its kubeconfig itself
+ * (local/kubeconfig.ts) and passes it as `kubeConfig`. Every setting comes from the validated Config.
  */
 import { randomUUID } from 'node:crypto';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -14,9 +14,7 @@ import { EmfMetrics, TallyMetrics } from '../observability/metrics.js';
 import type { Deps, Logger, Metrics } from '../ports.js';
 import { cachedEksToken } from './aws/eks-token.js';
 import { createDynamoIpam, createDynamoLeases, DYNAMO_MAX_ATTEMPTS } from './dynamo/index.js';
-// Not ./k8s/index.js: it re-exports the kubeconfig loader, which would bring client-node into the bundles.
-import { createK8sCluster } from './k8s/cluster.js';
-import { createK8sGateway } from './k8s/gateway.js';
+import { createK8sCluster, createK8sGateway } from './k8s/index.js';
 import type { KubeEndpoint, KubeSource } from './k8s/rest.js';
 
 /** EKS: endpoint and CA from configuration, a bearer token minted from the Lambda role (cached until near expiry). */
@@ -30,25 +28,16 @@ export function eksEndpoint(access: Extract<Config['kube'], { kind: 'eks' }>): K
 }
 
 /**
- * Where the adapters reach the API server. A kubeconfig file is read at the first request, through client-node
- * (kubeconfig.ts): the specifier is computed so that esbuild leaves that module, and client-node, out of the
- * Lambda bundles, which only ever use EKS access.
+ * Where the adapters reach the API server: `given` (a local run's kubeconfig, a test's), else the EKS access of the
+ * configuration. A kubeconfig named in the configuration is for local runs, and the caller loads it.
+ * @throws ConfigError when the configuration names a kubeconfig and none is given
  */
-export function kubeConfigOf(config: Config): KubeSource {
+export function kubeConfigOf(config: Config, given?: KubeSource): KubeSource {
+  if (given) return given;
   if (config.kube.kind === 'eks') return eksEndpoint(config.kube);
-  const path = config.kube.path;
-  const local = ['./k8s', 'kubeconfig.js'].join('/');
-  return async () => {
-    let m: typeof import('./k8s/kubeconfig.js');
-    try {
-      m = (await import(local)) as typeof m;
-    } catch (e) {
-      throw new ConfigError([
-        `KUBECONFIG is for local runs and cannot be read here (${(e as Error).message}); in Lambda set EKS_CLUSTER_NAME, EKS_ENDPOINT and EKS_CA_DATA`,
-      ]);
-    }
-    return m.endpointFromFile(path);
-  };
+  throw new ConfigError([
+    `KUBECONFIG (${config.kube.path}) is for local runs, which load it themselves; in Lambda set EKS_CLUSTER_NAME, EKS_ENDPOINT and EKS_CA_DATA`,
+  ]);
 }
 
 export function dynamoClientOf(config: Config): DynamoDBClient {
@@ -59,28 +48,33 @@ export function dynamoClientOf(config: Config): DynamoDBClient {
     retryMode: 'standard',
     ...(config.dynamo.endpoint && { endpoint: config.dynamo.endpoint }),
     // Local endpoints (dynalite) accept any credentials; use placeholders so no credential chain is consulted.
-    ...(config.dynamo.endpoint &&
-      !process.env.AWS_ACCESS_KEY_ID && { credentials: { accessKeyId: 'local', secretAccessKey: 'local' } }),
+    ...(config.dynamo.placeholderCredentials && {
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    }),
   });
 }
 
 export interface BuildOptions {
   log?: Logger;
   metrics?: Metrics;
-  /** A client-node KubeConfig or a KubeEndpoint; default: from the configuration. */
+  /** A client-node KubeConfig or a KubeEndpoint; default: the configuration's EKS access (kubeConfigOf). */
   kubeConfig?: KubeSource;
   dynamo?: DynamoDBClient;
 }
 
 export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
   const log = options.log ?? jsonLogger({ level: config.logLevel, fields: { service: config.service } });
-  const inLambda = !!process.env.AWS_LAMBDA_FUNCTION_NAME;
-  const metrics = options.metrics ?? (inLambda ? new EmfMetrics(config.service) : new TallyMetrics());
-  const kubeConfig = options.kubeConfig ?? kubeConfigOf(config);
+  const metrics = options.metrics ?? (config.inLambda ? new EmfMetrics(config.service) : new TallyMetrics());
+  const kubeConfig = kubeConfigOf(config, options.kubeConfig);
   const client = options.dynamo ?? dynamoClientOf(config);
   const clock = { now: () => Date.now() };
   return {
-    cluster: createK8sCluster({ kubeConfig, namespace: config.namespace, cacheTtlMs: config.readCacheMs }),
+    cluster: createK8sCluster({
+      kubeConfig,
+      namespace: config.namespace,
+      cacheTtlMs: config.readCacheMs,
+      reportingInstance: config.service,
+    }),
     gateway: createK8sGateway({ kubeConfig, timeoutMs: config.execTimeoutMs }),
     ipam: createDynamoIpam({ client, tableName: config.dynamo.tableName, log, metrics }),
     leases: createDynamoLeases({ client, tableName: config.dynamo.tableName, clock }),
@@ -91,10 +85,18 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
   };
 }
 
+let config: Readonly<Config> | undefined;
+
+/** The handlers' configuration: read from the environment and validated once per cold start. */
+export function liveConfig(): Readonly<Config> {
+  config ??= loadConfig(process.env);
+  return config;
+}
+
 let cached: Promise<Deps> | undefined;
 
-/** Deps for the Lambda handlers: configuration read and validated once, at the first invocation of a cold start. */
+/** Deps for the Lambda handlers: built once, at the first invocation of a cold start, from liveConfig(). */
 export function liveDeps(): Promise<Deps> {
-  cached ??= Promise.resolve().then(() => buildDeps(loadConfig(process.env)));
+  cached ??= Promise.resolve().then(() => buildDeps(liveConfig()));
   return cached;
 }

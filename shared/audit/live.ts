@@ -24,7 +24,7 @@ export function auditDepsOf(
   return {
     ...deps,
     inspector: createK8sInspector({
-      kubeConfig: options.kubeConfig ?? kubeConfigOf(config),
+      kubeConfig: kubeConfigOf(config, options.kubeConfig),
       timeoutMs: config.execTimeoutMs,
     }),
     store: createDynamoAuditStore({

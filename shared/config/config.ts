@@ -12,6 +12,12 @@
  * | `EIP_READ_CACHE_MS` | how long a warm container reuses the nat-gw ConfigMaps, Subnets and VpcNatGateways it read (0: off; ADR 0028) | `5000` in Lambda, else `0` |
  * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` (`AWS_LAMBDA_LOG_LEVEL`, set by the function's logging configuration, wins) | `info` |
  * | `KUBE_OVN_RELEASE` | the kube-ovn release a gateway speaks when its pod does not tell (`1.12`, `1.13`, `1.14`, `1.15`, `1.16`, `master`); `auto` or empty: none (docs/compatibility.md) | `auto` |
+ * | `DRIFT_REPAIR` | `gc` only: `off` skips the drift check and repair of the gateways after collection | `on` |
+ * | `AWS_LAMBDA_FUNCTION_NAME` | set by Lambda: the service name in logs, EMF metrics instead of counters, the Events' reporting instance | — |
+ * | `AWS_ACCESS_KEY_ID` | with `DYNAMODB_ENDPOINT` and no key, placeholder credentials are used (dynalite accepts any) | — |
+ *
+ * Nothing in functions/ or shared/ reads the environment but this loader and the bridge's (shared/bridge/config.ts),
+ * except the logger's per-invocation trace header (observability/log.ts; ADR 0053).
  */
 import { parseRelease } from '../domain/dialect/dialects.js';
 import { type Level, levelFromEnv } from '../observability/log.js';
@@ -23,7 +29,8 @@ export type KubeAccess =
 export interface Config {
   namespace: string;
   kube: KubeAccess;
-  dynamo: { tableName: string; endpoint?: string; region: string };
+  /** `placeholderCredentials`: a local endpoint and no AWS key in the environment (dynalite accepts any). */
+  dynamo: { tableName: string; endpoint?: string; region: string; placeholderCredentials: boolean };
   execTimeoutMs: number;
   /** Per-container cache of the slowly changing objects an add reads (ADR 0028); 0 turns it off. */
   readCacheMs: number;
@@ -33,7 +40,12 @@ export interface Config {
    */
   kubeOvnRelease?: string;
   logLevel: Level;
+  /** The Lambda function's name (AWS_LAMBDA_FUNCTION_NAME), else `eip-lambdas`. */
   service: string;
+  /** Running in Lambda: metrics go out as EMF lines, not into in-process counters. */
+  inLambda: boolean;
+  /** The gc function's drift check and repair after collection (DRIFT_REPAIR, docs/adr/0039-drift-repair.md). */
+  driftRepair: boolean;
 }
 
 export class ConfigError extends Error {
@@ -96,17 +108,27 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     problems.push(`EIP_READ_CACHE_MS must be an integer between 0 and 60000, got "${env.EIP_READ_CACHE_MS}"`);
 
   const kubeOvnRelease = releaseOf(env.KUBE_OVN_RELEASE, problems);
+  const driftRepair = (env.DRIFT_REPAIR?.trim() || 'on').toLowerCase();
+  if (driftRepair !== 'on' && driftRepair !== 'off')
+    problems.push(`DRIFT_REPAIR must be on or off, got "${env.DRIFT_REPAIR}"`);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     namespace,
     kube: kube!,
-    dynamo: { tableName: tableName!, ...(endpoint && { endpoint }), region },
+    dynamo: {
+      tableName: tableName!,
+      ...(endpoint && { endpoint }),
+      region,
+      placeholderCredentials: !!endpoint && !env.AWS_ACCESS_KEY_ID,
+    },
     execTimeoutMs,
     readCacheMs,
     ...(kubeOvnRelease && { kubeOvnRelease }),
     logLevel: levelFromEnv(env.LOG_LEVEL, env.AWS_LAMBDA_LOG_LEVEL),
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
+    inLambda: !!env.AWS_LAMBDA_FUNCTION_NAME,
+    driftRepair: driftRepair === 'on',
   });
 }
 

@@ -47,13 +47,6 @@ export function jsonLogger(options: JsonLoggerOptions = {}): Logger {
   };
 }
 
-/** Keeps every line in memory; for tests that assert what was logged. */
-export function memoryLogger(level: Level = 'debug'): Logger & { lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const logger = jsonLogger({ level, write: (l) => lines.push(JSON.parse(l) as Record<string, unknown>) });
-  return Object.assign(logger, { lines });
-}
-
 /** `Root=1-…;Parent=…;Sampled=1` → `1-…` (the id X-Ray and CloudWatch show). */
 export function traceIdOf(header: string | undefined): string | undefined {
   return header ? /(?:^|;)Root=([^;]+)/.exec(header)?.[1] : undefined;

@@ -14,9 +14,9 @@ import { promisify } from 'node:util';
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { eventuallyValue } from '../support/eventually.js';
 
 // The callbacks given to page.evaluate/waitForFunction run in the browser; the project's types are Node's only.

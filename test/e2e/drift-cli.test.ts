@@ -13,13 +13,13 @@ import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDynamoClient } from '../../local/dynamo.js';
 import { kubectl } from '../../local/kube-api/testing.js';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import { heldAddressItem } from '../../local/table.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { addressSk, poolPk } from '../../shared/adapters/dynamo/layout.js';
 import { parseAddress } from '../../shared/domain/addressing.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 

@@ -17,13 +17,13 @@ import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
-import { kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
+import { kubeConfigFromFile } from '../../local/kubeconfig.js';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { loadConfig } from '../../shared/config/config.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import type { Deps } from '../../shared/ports.js';
 import { type DynamoFixture, PRODUCT_RETRIES, startDynamoFixture } from '../support/dynamo.js';
 import { eventuallyValue } from '../support/eventually.js';
@@ -154,6 +154,7 @@ beforeAll(async () => {
   deps = buildDeps(
     loadConfig({ KUBECONFIG: kubeconfig, TABLE_NAME: TABLE, DYNAMODB_ENDPOINT: dynamo.endpoint }),
     {
+      kubeConfig: kubeConfigFromFile(kubeconfig),
       dynamo: client,
       log: memoryLogger('warn'),
     },

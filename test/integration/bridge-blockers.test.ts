@@ -8,11 +8,11 @@ import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@k
 import { afterEach, describe, expect, it } from 'vitest';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { type Bridge, startBridge } from '../../shared/bridge/index.js';
 import type { Sink } from '../../shared/bridge/sinks/sink.js';
 import { GROUP, NatGwConfigMap, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { eventually } from '../support/eventually.js';
 
 const NS = 'kube-system';

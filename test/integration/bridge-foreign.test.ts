@@ -8,12 +8,12 @@ import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/c
 import { afterEach, describe, expect, it } from 'vitest';
 import { startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { createK8sCluster } from '../../shared/adapters/k8s/index.js';
 import { BridgeMetrics, startBridge } from '../../shared/bridge/index.js';
 import type { Sink } from '../../shared/bridge/sinks/sink.js';
 import { GROUP, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { eventually } from '../support/eventually.js';
 
 describe('foreign writers seen by the bridge', () => {

@@ -17,11 +17,11 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { BLOCKER_REASONS, type Bridge, startBridge, watchPaths } from '../../shared/bridge/index.js';
 import type { Sink } from '../../shared/bridge/sinks/sink.js';
 import { FINALIZER, GROUP, Label, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { eventually } from '../support/eventually.js';
 
 const NS = 'kube-system';

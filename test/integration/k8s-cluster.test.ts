@@ -2,7 +2,8 @@ import { Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GATEWAY_IMAGE } from '../../local/controllers/gateway.js';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
-import { createK8sCluster, kubeConfigFromFile } from '../../shared/adapters/k8s/index.js';
+import { kubeConfigFromFile } from '../../local/kubeconfig.js';
+import { createK8sCluster } from '../../shared/adapters/k8s/index.js';
 import { KubeHttpError } from '../../shared/adapters/k8s/rest.js';
 import { IPAM_HOME_ANNOTATION } from '../../shared/domain/addressing.js';
 import {

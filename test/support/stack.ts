@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { type LocalStack, type LocalStackOptions, startLocalStack } from '../../local/stack.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 
 export interface TestStack {
   stack: LocalStack;

@@ -6,9 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryAuditStore } from '../../local/memory/audit-store.js';
 import { memoryInspector } from '../../local/memory/inspect.js';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { type AuditDeps, repairDrift, runAudit } from '../../shared/audit/audit.js';
 import { auditAndRepair, startDriftRepair } from '../../shared/audit/live.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { type World, world } from '../support/world.js';
 
 const MIN = 60_000;

@@ -9,6 +9,7 @@ import {
 } from '@aws-sdk/client-eventbridge';
 import type { InvokeCommand, InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../local/memory/logger.js';
 import { eventBridgeSink } from '../../shared/bridge/sinks/eventbridge.js';
 import {
   IN_PROCESS_RETRY_FOR_MS,
@@ -26,7 +27,6 @@ import {
   type HandlerName,
   parseEipEvent,
 } from '../../shared/events.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { POD, world } from '../support/world.js';
 
 const event = (n: number, handler: HandlerName = 'add'): EipEvent => ({

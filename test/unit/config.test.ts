@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { buildDeps } from '../../shared/adapters/live.js';
 import { ConfigError, loadConfig } from '../../shared/config/config.js';
 
 describe('loadConfig', () => {
@@ -75,5 +76,36 @@ describe('loadConfig', () => {
       expect(problems).toMatch(/TABLE_NAME is required/);
       expect(problems).toMatch(/EXEC_TIMEOUT_MS must be an integer/);
     }
+  });
+
+  it('reads what the Lambda runtime sets: the function name, in Lambda or not, and placeholder credentials locally', () => {
+    const base = { KUBECONFIG: '/tmp/kc', TABLE_NAME: 'eip-ipam' };
+    expect(loadConfig(base)).toMatchObject({ service: 'eip-lambdas', inLambda: false });
+    expect(loadConfig({ ...base, AWS_LAMBDA_FUNCTION_NAME: 'eip-add' })).toMatchObject({
+      service: 'eip-add',
+      inLambda: true,
+    });
+    const local = { ...base, DYNAMODB_ENDPOINT: 'http://127.0.0.1:4567' };
+    expect(loadConfig(local).dynamo.placeholderCredentials).toBe(true);
+    expect(loadConfig({ ...local, AWS_ACCESS_KEY_ID: 'AKIA' }).dynamo.placeholderCredentials).toBe(false);
+    expect(loadConfig(base).dynamo.placeholderCredentials).toBe(false);
+  });
+
+  it('DRIFT_REPAIR: on unless off, anything else reported', () => {
+    const base = { KUBECONFIG: '/tmp/kc', TABLE_NAME: 'eip-ipam' };
+    expect(loadConfig(base).driftRepair).toBe(true);
+    expect(loadConfig({ ...base, DRIFT_REPAIR: 'on' }).driftRepair).toBe(true);
+    expect(loadConfig({ ...base, DRIFT_REPAIR: 'OFF' }).driftRepair).toBe(false);
+    expect(() => loadConfig({ ...base, DRIFT_REPAIR: 'no' })).toThrow(
+      /DRIFT_REPAIR must be on or off, got "no"/,
+    );
+  });
+
+  it('the product never reads a kubeconfig itself: a local caller passes it in (local/kubeconfig.ts)', () => {
+    const config = loadConfig({ KUBECONFIG: '/tmp/kc', TABLE_NAME: 'eip-ipam' });
+    expect(() => buildDeps(config)).toThrow(ConfigError);
+    expect(() => buildDeps(config)).toThrow(/KUBECONFIG \(\/tmp\/kc\) is for local runs/);
+    const given = { server: 'https://127.0.0.1:1', headers: async () => ({}) };
+    expect(buildDeps(config, { kubeConfig: given }).cluster).toBeDefined();
   });
 });

@@ -4,7 +4,7 @@
  * in-memory world (the collector's side runs on DynamoDB in test/integration/gc.test.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { adoptEips } from '../../shared/core/adopt.js';
+import { adoptEips } from '../../scripts/adoption.js';
 import { podAddressesOn, refuseGatewayPodAddress } from '../../shared/core/pod-addresses.js';
 import { AddressConflictError } from '../../shared/domain/errors.js';
 import type { GatewayPod, Pool } from '../../shared/ports.js';

@@ -1,18 +1,14 @@
 /**
  * One definition drives both dashboards: infra/dashboard.yml (the CloudWatch body) is generated from
- * shared/observability/dashboard-definition.ts, and the local dashboard evaluates the same widgets over the
+ * local/dashboard/definition.ts, and the local dashboard evaluates the same widgets over the
  * metric points the local stack records (local/dashboard/recorder.ts).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { cloudWatchBody, DASHBOARD_ROWS, dashboardYaml } from '../../local/dashboard/definition.js';
 import { localWidgets, MetricRecorder, matches, statOf } from '../../local/dashboard/recorder.js';
-import {
-  cloudWatchBody,
-  DASHBOARD_ROWS,
-  dashboardYaml,
-} from '../../shared/observability/dashboard-definition.js';
 
 const root = join(import.meta.dirname, '../..');
 const file = readFileSync(join(root, 'infra/dashboard.yml'), 'utf8');

@@ -58,6 +58,8 @@ export interface K8sClusterOptions {
    * many events; these objects change rarely). 0, the default, reads them every time. ADR 0028.
    */
   cacheTtlMs?: number;
+  /** The reportingInstance of the Events written (the Lambda function's name); default REPORTING_COMPONENT. */
+  reportingInstance?: string;
 }
 
 /** Event source, and the reportingComponent of every Event this product writes. */
@@ -124,6 +126,7 @@ class K8sCluster implements Cluster {
   private readonly eventNamespace: string;
   private readonly log: Pick<Logger, 'warn'>;
   private readonly cacheTtlMs: number;
+  private readonly reportingInstance: string;
   /** Reads of slowly changing objects, by kind and name, with when they were made (a pending read is shared). */
   private readonly cache = new Map<string, { at: number; value: Promise<unknown> }>();
 
@@ -133,6 +136,7 @@ class K8sCluster implements Cluster {
     this.eventNamespace = options.eventNamespace ?? 'default';
     this.log = options.log ?? defaultLog;
     this.cacheTtlMs = options.cacheTtlMs ?? 0;
+    this.reportingInstance = options.reportingInstance ?? REPORTING_COMPONENT;
   }
 
   /** `read()` once per `cacheTtlMs` per key; a failed read is not kept. */
@@ -302,7 +306,7 @@ class K8sCluster implements Cluster {
       message: event.message,
       source: { component: REPORTING_COMPONENT },
       reportingComponent: REPORTING_COMPONENT,
-      reportingInstance: process.env.AWS_LAMBDA_FUNCTION_NAME ?? REPORTING_COMPONENT,
+      reportingInstance: this.reportingInstance,
       firstTimestamp: at,
       lastTimestamp: at,
       count: 1,

@@ -1,4 +1,3 @@
-/** The product's Kubernetes adapters: the Cluster and Gateway ports on @kubernetes/client-node 1.4. */
-export { createK8sCluster, type K8sClusterOptions, REPORTING_COMPONENT } from './cluster.js';
-export { createK8sGateway, DEFAULT_EXEC_TIMEOUT_MS, type K8sGatewayOptions } from './gateway.js';
-export { kubeConfigFromFile } from './kubeconfig.js';
+/** The product's Kubernetes adapters: the Cluster and Gateway ports on the thin REST and exec client (rest.ts, ADR 0027). */
+export { createK8sCluster } from './cluster.js';
+export { createK8sGateway } from './gateway.js';

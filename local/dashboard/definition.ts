@@ -5,7 +5,7 @@
  * (docs/adr/0040-one-dashboard-definition.md). test/unit/dashboard-definition.test.ts keeps the file and this
  * definition equal.
  */
-import { METRICS_NAMESPACE } from './metrics.js';
+import { METRICS_NAMESPACE } from '../../shared/observability/metrics.js';
 
 export type Stat = 'Sum' | 'Maximum' | 'p99';
 
@@ -267,7 +267,7 @@ export function cloudWatchBody(): { widgets: unknown[] } {
 
 const YAML_HEADER = `# The CloudWatch dashboard body (CloudFormation Fn::Sub string; \${AWS::Region}, \${DeadLetterQueue.QueueName} and
 # \${<Fn>LambdaFunction} are substituted at deploy).
-# GENERATED from shared/observability/dashboard-definition.ts, the one definition the local dashboard of
+# GENERATED from local/dashboard/definition.ts, the one definition the local dashboard of
 # \`npm start\` draws too: edit that file, then run \`npx tsx local/dashboard/generate-cloudwatch.ts\`
 # (test/unit/dashboard-definition.test.ts fails when this file and the definition differ).
 # It plots exactly the metrics the handlers emit (shared/observability/metrics.ts METRIC_NAMES);

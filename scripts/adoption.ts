@@ -15,14 +15,15 @@
  * Gateway pods' own addresses on those subnets are reserved for the pods, as the garbage collector does.
  * Nothing here runs nat-gateway.sh. Every step is idempotent: adopting twice changes nothing the second time.
  */
-import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../domain/addressing.js';
-import { AddressConflictError, LeaseHeldError, PermanentError } from '../domain/errors.js';
-import { gatewayApp } from '../domain/gateway-pod.js';
-import { externalNetworkOf, type IptablesEip } from '../domain/kube-ovn.js';
-import { LEASE_MAX_MS, leaseKey } from '../domain/lease.js';
-import type { Deps, GatewayPod, Pool } from '../ports.js';
-import { type PodReservation, reservePodAddresses } from './pod-addresses.js';
-import { redoToken } from './view.js';
+
+import { type PodReservation, reservePodAddresses } from '../shared/core/pod-addresses.js';
+import { redoToken } from '../shared/core/view.js';
+import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../shared/domain/addressing.js';
+import { AddressConflictError, LeaseHeldError, PermanentError } from '../shared/domain/errors.js';
+import { gatewayApp } from '../shared/domain/gateway-pod.js';
+import { externalNetworkOf, type IptablesEip } from '../shared/domain/kube-ovn.js';
+import { LEASE_MAX_MS, leaseKey } from '../shared/domain/lease.js';
+import type { Deps, GatewayPod, Pool } from '../shared/ports.js';
 
 /**
  * Whether adoption may stamp this product's redo token on the EIP, i.e. whether kube-ovn configured the address on

@@ -1,12 +1,12 @@
 /**
- * Loading a KubeConfig for local runs and the local stack (client-node parses the file). On EKS the composition
- * root builds a KubeEndpoint from the cluster endpoint, CA and a minted token instead, and the Lambda bundles never
- * load this module (ADR 0027).
+ * Loading a KubeConfig for local runs: the local stack, the command-line tools, the tests and benchmarks
+ * (client-node parses the file). The product never reads a kubeconfig: on EKS the composition root builds a
+ * KubeEndpoint from the cluster endpoint, CA and a minted token (ADR 0027), and a local caller passes what this
+ * module loads as `kubeConfig` (shared/adapters/live.ts).
  */
 import { existsSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
-import { ConfigError } from '../../config/config.js';
-import { endpointOfKubeConfig, type KubeEndpoint } from './rest.js';
+import { type Config, ConfigError } from '../shared/config/config.js';
 
 /**
  * The kubeconfig at `path`, or the first file named in KUBECONFIG.
@@ -30,7 +30,10 @@ export function kubeConfigFromFile(path?: string, env: NodeJS.ProcessEnv = proce
   return kc;
 }
 
-/** The endpoint of the kubeconfig at `path` (see kubeConfigFromFile), for the thin client (rest.ts). */
-export function endpointFromFile(path: string): Promise<KubeEndpoint> {
-  return endpointOfKubeConfig(kubeConfigFromFile(path));
+/**
+ * What a local caller passes to buildDeps and auditDepsOf as `kubeConfig`: the kubeconfig file the configuration
+ * names, loaded; undefined with EKS access, which the composition root handles itself.
+ */
+export function kubeConfigOfConfig(config: Config): KubeConfig | undefined {
+  return config.kube.kind === 'kubeconfig' ? kubeConfigFromFile(config.kube.path) : undefined;
 }
