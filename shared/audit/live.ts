@@ -119,3 +119,35 @@ export function startDriftRepair(
     },
   };
 }
+
+/** What the gc function returns: the collection's counts, then the drift found and repaired (or why not). */
+export interface GcResult extends GcCounts {
+  drift: number | string;
+  repaired: number;
+}
+
+/**
+ * The scheduled gc function (functions/gc/handler.ts wires it): garbage collection, then the drift check and repair
+ * of every gateway. `auditDeps` is undefined when the drift check is off (DRIFT_REPAIR=off). A failed drift check is
+ * logged, counted (DriftCheckFailures) and returned, never thrown: the collection succeeded, and the check runs
+ * again next hour.
+ */
+export function gcHandler(wiring: {
+  deps(): Promise<Deps>;
+  auditDeps(deps: Deps): AuditDeps | undefined;
+}): () => Promise<GcResult> {
+  return async () => {
+    const deps = await wiring.deps();
+    const gc = await collect(deps);
+    const audit = wiring.auditDeps(deps);
+    if (!audit) return { ...gc, drift: 'off', repaired: 0 };
+    try {
+      const d = await auditAndRepair(audit);
+      return { ...gc, drift: d.drift.length, repaired: d.actions.filter((a) => a.result === 'done').length };
+    } catch (e) {
+      deps.log.error('drift check failed', { error: String(e) });
+      deps.metrics.count('DriftCheckFailures', 1);
+      return { ...gc, drift: `failed: ${(e as Error).message}`, repaired: 0 };
+    }
+  };
+}
