@@ -83,7 +83,7 @@ export class MetricRecorder {
   }
 }
 
-export type { LocalLine, LocalSeries, LocalWidget } from './state.js';
+export type { LocalWidget } from './state.js';
 
 // The page's copy of the statistic union must stay the definition's: this fails to compile if they part.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : never) : never;

@@ -4,14 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { isObject, type JsonObject, type JsonValue } from './json.js';
-import {
-  apiVersionOf,
-  CORE_VERBS,
-  CR_VERBS,
-  type Registry,
-  type ResourceDef,
-  storageVersionHash,
-} from './registry.js';
+import { CORE_VERBS, CR_VERBS, type Registry, type ResourceDef, storageVersionHash } from './registry.js';
 
 export const VERSION_INFO = {
   major: '1',
@@ -302,8 +295,4 @@ export function openApiRoot(registry: Registry): JsonObject {
     }
   }
   return { paths };
-}
-
-export function apiVersionString(def: ResourceDef): string {
-  return apiVersionOf(def);
 }

@@ -233,10 +233,6 @@ export function tooManyRequests(retryAfterSeconds = 1): ApiError {
   );
 }
 
-export function unauthorized(): ApiError {
-  return new ApiError(status(401, 'Unauthorized', 'Unauthorized'));
-}
-
 export function successStatus(details: StatusDetails): Record<string, unknown> {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details };
 }

@@ -24,7 +24,6 @@ import { ApiServer, RequestLog, type RequestRecord } from './server.js';
 import { Store } from './store.js';
 import { Watches } from './watch.js';
 
-export type { ApiErrorFault, ApiMatch, ExecMatch, FaultHandle, Verb } from './faults.js';
 export type { RequestRecord } from './server.js';
 export { Faults };
 

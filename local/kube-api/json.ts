@@ -49,10 +49,6 @@ export function meta(obj: JsonObject): JsonObject {
   return obj.metadata as JsonObject;
 }
 
-export function str(v: JsonValue | undefined): string | undefined {
-  return typeof v === 'string' ? v : undefined;
-}
-
 export function labelsOf(obj: JsonObject): Record<string, string> {
   const l = isObject(obj.metadata) ? obj.metadata.labels : undefined;
   return isObject(l) ? (l as Record<string, string>) : {};

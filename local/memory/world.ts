@@ -254,5 +254,3 @@ export function world(options: WorldOptions = {}) {
   w.createPod();
   return w;
 }
-
-export type World = ReturnType<typeof world>;

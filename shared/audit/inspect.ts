@@ -67,13 +67,6 @@ export async function inspectGateway(
   };
 }
 
-/** True when `argv` is exactly one of the inspection commands (adapters check before they exec). */
-export function isInspectionArgv(argv: readonly string[]): boolean {
-  return Object.values(INSPECTION_ARGV).some(
-    (a) => a.length === argv.length && a.every((x, i) => x === argv[i]),
-  );
-}
-
 /** Parses `ip -o addr show dev net1` (shared/domain/dialect/parse.ts). */
 export function parseNet1Addresses(text: string): Net1Address[] {
   return parseAddresses(text, 'net1');

@@ -4,13 +4,6 @@
  * sinks, the watch restarts and the local stand-ins use it; so should any other retry loop in shared/.
  */
 
-export interface BackoffPolicy {
-  /** Delay before the first retry. */
-  baseMs: number;
-  /** Ceiling of any one delay. */
-  maxMs: number;
-}
-
 /** The delay before retry number `attempt` (1-based): base·2^(attempt-1), capped at `maxMs`, with equal jitter. */
 export function backoffDelay(attempt: number, baseMs: number, maxMs: number, random = Math.random): number {
   const ceiling = Math.min(maxMs, baseMs * 2 ** Math.max(0, attempt - 1));

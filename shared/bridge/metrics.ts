@@ -22,7 +22,6 @@ export const BRIDGE_METRIC_NAMES = {
   /** Writes of an EIP's status or finalizers by another field manager (another controller). */
   ForeignWriter: { unit: 'Count', dimensions: ['manager'] },
 } as const;
-export type BridgeMetricName = keyof typeof BRIDGE_METRIC_NAMES;
 
 /** The seam: a real CloudWatchClient, or a fake with the same `send`. */
 export interface PutMetricDataClient {

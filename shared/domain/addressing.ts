@@ -258,8 +258,3 @@ export function poolsOf(subnet: {
   if (pools.length === 0) throw new InvalidSpecError(`subnet ${name} has no cidrBlock`);
   return pools;
 }
-
-/** `<address>/<prefix length of the pool>`, the form eip-add and eip-del take. */
-export function withPrefix(pool: Pick<Pool, 'cidr'>, address: string): string {
-  return `${address}/${prefixLength(pool)}`;
-}

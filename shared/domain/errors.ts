@@ -201,7 +201,3 @@ export class DependencyNotReadyError extends RetryableError {
 export class DeadlineError extends RetryableError {
   readonly code = 'Deadline';
 }
-
-export function isEipError(e: unknown): e is EipError {
-  return e instanceof EipError;
-}

@@ -33,7 +33,6 @@ export const METRIC_NAMES = {
   DriftRepaired: 'Count',
   DriftCheckFailures: 'Count',
 } as const;
-export type MetricName = keyof typeof METRIC_NAMES;
 
 export class TallyMetrics implements Metrics {
   readonly counts = new Map<string, number>();

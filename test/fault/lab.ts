@@ -37,7 +37,6 @@ import { eventuallyValue } from '../support/eventually.js';
 
 export const NS = 'kube-system';
 export const POD = 'vpc-nat-gw-gw1-0';
-export const SUBNET = 'ovn-vpc-external-network';
 const eipApi = { group: 'kubeovn.io', version: 'v1', plural: 'iptables-eips' } as const;
 
 /** A DynamoDB fault: the next `times` requests of `op` (e.g. 'PutItem', or '*') fail without being sent. */

@@ -2,7 +2,6 @@ import { world as labWorld, type WorldOptions } from '../../local/memory/world.j
 import { ManualClock } from './clock.js';
 
 export { GW, POD } from '../../local/memory/world.js';
-export { ManualClock } from './clock.js';
 
 /** The in-memory world of local/memory on the shared test clock (w.clock is a test/support/clock.ts ManualClock). */
 export function world(options: WorldOptions = {}) {

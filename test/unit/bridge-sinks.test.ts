@@ -10,6 +10,7 @@ import {
 import type { InvokeCommand, InvokeCommandOutput } from '@aws-sdk/client-lambda';
 import { describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../local/memory/logger.js';
+import { backoffDelay } from '../../shared/bridge/backoff.js';
 import { eventBridgeSink } from '../../shared/bridge/sinks/eventbridge.js';
 import {
   IN_PROCESS_RETRY_FOR_MS,
@@ -17,7 +18,7 @@ import {
   retrySchedule,
 } from '../../shared/bridge/sinks/in-process.js';
 import { LambdaInvokeError, lambdaSink } from '../../shared/bridge/sinks/lambda.js';
-import { backoffDelay, SinkGaveUp } from '../../shared/bridge/sinks/sink.js';
+import { SinkGaveUp } from '../../shared/bridge/sinks/sink.js';
 import type { Outcome } from '../../shared/core/outcome.js';
 import { LEASE_MAX_MS } from '../../shared/domain/lease.js';
 import {

@@ -10,29 +10,15 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Clock, Ipam, Leases, Logger, Metrics } from '../../ports.js';
-import { DynamoIpam, type GcOptions, type GcReport, type IpamTuning } from './ipam.js';
+import { DynamoIpam, type IpamTuning } from './ipam.js';
 import { DynamoLeases } from './leases.js';
 import { Store } from './store.js';
 
-export type { ClaimStats, GcOptions, GcReport, IpamTuning } from './ipam.js';
+export type { IpamTuning } from './ipam.js';
 export { DynamoIpam } from './ipam.js';
-export { DynamoLeases } from './leases.js';
 export { DYNAMO_MAX_ATTEMPTS } from './store.js';
 
 const systemClock: Clock = { now: () => Date.now() };
-
-/** Metric names this adapter emits through the Metrics port, with their CloudWatch units. */
-export const DYNAMO_METRICS = {
-  IpamAllocations: 'Count',
-  IpamReleases: 'Count',
-  IpamConflicts: 'Count',
-  IpamAllocationRetries: 'Count',
-  IpamExhausted: 'Count',
-  IpamStoreRetries: 'Count',
-  IpamSubnetUtilisation: 'Percent',
-  IpamGcOrphans: 'Count',
-  IpamGcReleased: 'Count',
-} as const;
 
 export interface DynamoIpamOptions {
   client: DynamoDBClient;
@@ -42,10 +28,6 @@ export interface DynamoIpamOptions {
   clock?: Clock;
   tuning?: Partial<IpamTuning>;
 }
-
-export type DynamoIpamPort = Ipam & {
-  collectGarbage(liveOwnerUids: ReadonlySet<string>, options?: GcOptions): Promise<GcReport>;
-};
 
 export function createDynamoIpam(options: DynamoIpamOptions): DynamoIpam {
   const store = new Store(options);

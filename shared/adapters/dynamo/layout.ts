@@ -13,7 +13,6 @@ import {
 } from '../../domain/addressing.js';
 import type { Pool } from '../../ports.js';
 
-export const TABLE_KEYS = { pk: 'pk', sk: 'sk' } as const;
 export const INDEX = { byOwner: 'byOwner', byFree: 'byFree' } as const;
 
 /** Sort key of a pool's cursor item, in the pool's partition. Sorts after every `A#…` address key. */

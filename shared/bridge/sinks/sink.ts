@@ -4,8 +4,6 @@
  */
 import type { EipEvent } from '../../events.js';
 
-export { backoffDelay, sleep } from '../backoff.js';
-
 export interface SinkStats {
   /** Deliveries attempted again after a failure. */
   retries: number;
