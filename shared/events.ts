@@ -119,40 +119,55 @@ function str(
   return v;
 }
 
+const SNAPSHOT_METADATA = ['name', 'uid', 'resourceVersion', 'deletionTimestamp', 'finalizers', 'labels'];
+
+function isStringArray(v: unknown): boolean {
+  return Array.isArray(v) && v.every((f) => typeof f === 'string');
+}
+
+function isStringMap(v: unknown): boolean {
+  return isObj(v) && Object.values(v).every((x) => typeof x === 'string');
+}
+
+function snapshotMetadata(m: unknown, path: string): ObjectSnapshot['metadata'] {
+  if (!isObj(m)) fail(path, 'must be an object');
+  onlyKeys(m, path, SNAPSHOT_METADATA);
+  for (const k of ['name', 'uid', 'resourceVersion', 'deletionTimestamp']) str(m, k, path);
+  if (m.finalizers !== undefined && !isStringArray(m.finalizers))
+    fail(`${path}.finalizers`, 'must be an array of strings');
+  if (m.labels !== undefined && !isStringMap(m.labels)) fail(`${path}.labels`, 'must be a map of strings');
+  return m as ObjectSnapshot['metadata'];
+}
+
 function snapshot(v: unknown, path: string): ObjectSnapshot | undefined {
   if (v === undefined) return undefined;
   if (!isObj(v)) fail(path, 'must be an object');
   onlyKeys(v, path, ['metadata', 'spec', 'status']);
   const out: ObjectSnapshot = {};
-  if (v.metadata !== undefined) {
-    const m = v.metadata;
-    if (!isObj(m)) fail(`${path}.metadata`, 'must be an object');
-    onlyKeys(m, `${path}.metadata`, [
-      'name',
-      'uid',
-      'resourceVersion',
-      'deletionTimestamp',
-      'finalizers',
-      'labels',
-    ]);
-    for (const k of ['name', 'uid', 'resourceVersion', 'deletionTimestamp']) str(m, k, `${path}.metadata`);
-    if (
-      m.finalizers !== undefined &&
-      !(Array.isArray(m.finalizers) && m.finalizers.every((f) => typeof f === 'string'))
-    )
-      fail(`${path}.metadata.finalizers`, 'must be an array of strings');
-    if (
-      m.labels !== undefined &&
-      !(isObj(m.labels) && Object.values(m.labels).every((x) => typeof x === 'string'))
-    )
-      fail(`${path}.metadata.labels`, 'must be a map of strings');
-    out.metadata = m as ObjectSnapshot['metadata'];
-  }
+  if (v.metadata !== undefined) out.metadata = snapshotMetadata(v.metadata, `${path}.metadata`);
   for (const k of ['spec', 'status'] as const) {
-    if (v[k] !== undefined && !isObj(v[k])) fail(`${path}.${k}`, 'must be an object');
-    if (v[k] !== undefined) (out as Obj)[k] = v[k];
+    if (v[k] === undefined) continue;
+    if (!isObj(v[k])) fail(`${path}.${k}`, 'must be an object');
+    (out as Obj)[k] = v[k];
   }
   return out;
+}
+
+/** The event's `object`: which EIP (kind, name, and the uid and resourceVersion the bridge saw). */
+function eventObject(o: unknown, path: string): EipEvent['object'] {
+  if (!isObj(o)) fail(path, o === undefined ? 'is required' : 'must be an object');
+  onlyKeys(o, path, ['kind', 'name', 'uid', 'resourceVersion']);
+  if (o.kind !== undefined && o.kind !== 'IptablesEIP') fail(`${path}.kind`, 'must be IptablesEIP');
+  const name = str(o, 'name', path, { required: true, min: 1, max: 253 })!;
+  if (!NAME.test(name)) fail(`${path}.name`, `"${name}" is not a valid object name`);
+  const uid = str(o, 'uid', path, { min: 1, max: 64 });
+  const resourceVersion = str(o, 'resourceVersion', path, { max: 64 });
+  return {
+    name,
+    ...(uid !== undefined && { uid }),
+    ...(resourceVersion !== undefined && { resourceVersion }),
+    ...(o.kind !== undefined && { kind: 'IptablesEIP' as const }),
+  };
 }
 
 function parseDetail(d: unknown, path: string): EipEvent {
@@ -176,14 +191,7 @@ function parseDetail(d: unknown, path: string): EipEvent {
     fail(`${path}.handler`, `must be one of ${HANDLERS.join(', ')}`);
   const reason = d.reason;
   if (!REASONS.includes(reason as Reason)) fail(`${path}.reason`, `must be one of ${REASONS.join(', ')}`);
-  const o = d.object;
-  if (!isObj(o)) fail(`${path}.object`, o === undefined ? 'is required' : 'must be an object');
-  onlyKeys(o, `${path}.object`, ['kind', 'name', 'uid', 'resourceVersion']);
-  if (o.kind !== undefined && o.kind !== 'IptablesEIP') fail(`${path}.object.kind`, 'must be IptablesEIP');
-  const name = str(o, 'name', `${path}.object`, { required: true, min: 1, max: 253 })!;
-  if (!NAME.test(name)) fail(`${path}.object.name`, `"${name}" is not a valid object name`);
-  const uid = str(o, 'uid', `${path}.object`, { min: 1, max: 64 });
-  const resourceVersion = str(o, 'resourceVersion', `${path}.object`, { max: 64 });
+  const object = eventObject(d.object, `${path}.object`);
   const gateway = str(d, 'gateway', path, { max: 253 });
   const emittedAt = str(d, 'emittedAt', path);
   const event: EipEvent = {
@@ -191,13 +199,8 @@ function parseDetail(d: unknown, path: string): EipEvent {
     id,
     handler: handler as HandlerName,
     reason: reason as Reason,
-    object: {
-      name,
-      ...(uid !== undefined && { uid }),
-      ...(resourceVersion !== undefined && { resourceVersion }),
-    },
+    object,
   };
-  if (o.kind !== undefined) event.object.kind = 'IptablesEIP';
   if (gateway !== undefined) event.gateway = gateway;
   if (emittedAt !== undefined) event.emittedAt = emittedAt;
   if (d.nat !== undefined) {

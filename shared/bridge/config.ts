@@ -56,10 +56,16 @@ const BUS = /^(arn:[a-z-]+:events:[a-z0-9-]+:\d{12}:event-bus\/)?[A-Za-z0-9._\-/
 
 export const functionVariable = (h: HandlerName): string => `${h.toUpperCase()}_FUNCTION`;
 
-export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly<BridgeConfig> {
-  const problems: string[] = [];
-  const text = (k: string) => env[k]?.trim() || undefined;
-  const int = (k: string, def: number, min: number, max: number): number => {
+/** `value` as one of `allowed` (a problem naming `name` when it is not). */
+function oneOf<T extends string>(name: string, value: string, allowed: readonly T[], problems: string[]): T {
+  if (!(allowed as readonly string[]).includes(value))
+    problems.push(`${name} must be one of ${allowed.join(', ')}, got "${value}"`);
+  return value as T;
+}
+
+/** Reads an integer setting in [min, max]; a problem, and the default, when it is out of range. */
+function intReader(text: (k: string) => string | undefined, problems: string[]) {
+  return (k: string, def: number, min: number, max: number): number => {
     const raw = text(k);
     if (raw === undefined) return def;
     const n = Number(raw);
@@ -69,28 +75,47 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     }
     return n;
   };
+}
+
+/** The function of each handler, for the lambda sink: every one named, each a function name or ARN. */
+function lambdaFunctionsOf(
+  text: (k: string) => string | undefined,
+  problems: string[],
+): Record<HandlerName, string> {
+  const entries = HANDLERS.map((h) => [h, text(functionVariable(h))] as const);
+  const missing = entries.filter(([, v]) => !v).map(([h]) => functionVariable(h));
+  if (missing.length) problems.push(`the lambda sink needs ${missing.join(', ')}`);
+  for (const [h, v] of entries)
+    if (v && !FUNCTION.test(v)) problems.push(`${functionVariable(h)} "${v}" is not a function name or ARN`);
+  return Object.fromEntries(entries) as Record<HandlerName, string>;
+}
+
+/** The first file KUBECONFIG names; without one the bridge must run in a pod (its ServiceAccount). */
+function kubeconfigOf(env: NodeJS.ProcessEnv, problems: string[]): string | undefined {
+  const kubeconfig = env.KUBECONFIG?.split(':')
+    .find((p) => p.trim() !== '')
+    ?.trim();
+  if (!kubeconfig && !env.KUBERNETES_SERVICE_HOST)
+    problems.push('no Kubernetes API: set KUBECONFIG, or run in a pod (KUBERNETES_SERVICE_HOST)');
+  return kubeconfig;
+}
+
+export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly<BridgeConfig> {
+  const problems: string[] = [];
+  const text = (k: string) => env[k]?.trim() || undefined;
+  const int = intReader(text, problems);
 
   const namespace = text('EIP_NAMESPACE') ?? 'kube-system';
   if (!DNS_LABEL.test(namespace) || namespace.length > 63)
     problems.push(`EIP_NAMESPACE "${namespace}" is not a namespace name`);
 
-  const sink = (text('BRIDGE_SINK') ?? 'eventbridge') as SinkKind;
-  if (!SINKS.includes(sink)) problems.push(`BRIDGE_SINK must be one of ${SINKS.join(', ')}, got "${sink}"`);
+  const sink = oneOf('BRIDGE_SINK', text('BRIDGE_SINK') ?? 'eventbridge', SINKS, problems);
 
   const eventBusName = text('EVENT_BUS_NAME');
   if (eventBusName && !BUS.test(eventBusName))
     problems.push(`EVENT_BUS_NAME "${eventBusName}" is not a bus name or ARN`);
 
-  let functions: Record<HandlerName, string> | undefined;
-  if (sink === 'lambda') {
-    const entries = HANDLERS.map((h) => [h, text(functionVariable(h))] as const);
-    const missing = entries.filter(([, v]) => !v).map(([h]) => functionVariable(h));
-    if (missing.length) problems.push(`the lambda sink needs ${missing.join(', ')}`);
-    for (const [h, v] of entries)
-      if (v && !FUNCTION.test(v))
-        problems.push(`${functionVariable(h)} "${v}" is not a function name or ARN`);
-    functions = Object.fromEntries(entries) as Record<HandlerName, string>;
-  }
+  const functions = sink === 'lambda' ? lambdaFunctionsOf(text, problems) : undefined;
 
   const resyncMs = int('RESYNC_SECONDS', 600, 0, 86_400) * 1000;
   const concurrency = int('CONCURRENCY', 16, 1, 1000);
@@ -100,15 +125,14 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   const statsMs = int('STATS_SECONDS', 60, 0, 86_400) * 1000;
   const queueLimit = int('QUEUE_LIMIT', 10_000, 1, 1_000_000);
   const heartbeatMs = int('HEARTBEAT_SECONDS', 60, 0, 3600) * 1000;
-  const metrics = (text('BRIDGE_METRICS') ??
-    (sink === 'in-process' ? 'none' : 'cloudwatch')) as MetricsTarget;
-  if (!METRICS_TARGETS.includes(metrics))
-    problems.push(`BRIDGE_METRICS must be one of ${METRICS_TARGETS.join(', ')}, got "${metrics}"`);
-  const kubeconfig = env.KUBECONFIG?.split(':')
-    .find((p) => p.trim() !== '')
-    ?.trim();
-  if (!kubeconfig && !env.KUBERNETES_SERVICE_HOST)
-    problems.push('no Kubernetes API: set KUBECONFIG, or run in a pod (KUBERNETES_SERVICE_HOST)');
+  const metricsDefault = sink === 'in-process' ? 'none' : 'cloudwatch';
+  const metrics = oneOf(
+    'BRIDGE_METRICS',
+    text('BRIDGE_METRICS') ?? metricsDefault,
+    METRICS_TARGETS,
+    problems,
+  );
+  const kubeconfig = kubeconfigOf(env, problems);
 
   if (problems.length) throw new ConfigError(problems);
   return Object.freeze({

@@ -57,6 +57,67 @@ export class ConfigError extends Error {
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
+/** The Kubernetes API access: EKS when any of its variables is set (then all must be), else a kubeconfig. */
+function kubeAccessOf(env: NodeJS.ProcessEnv, region: string, problems: string[]): KubeAccess | undefined {
+  const eksVars = ['EKS_CLUSTER_NAME', 'EKS_ENDPOINT', 'EKS_CA_DATA'] as const;
+  const eksSet = eksVars.filter((k) => env[k]?.trim());
+  if (eksSet.length === 0) {
+    if (env.KUBECONFIG?.trim()) return { kind: 'kubeconfig', path: env.KUBECONFIG.trim() };
+    problems.push(
+      'no Kubernetes API configured: set KUBECONFIG, or EKS_CLUSTER_NAME, EKS_ENDPOINT and EKS_CA_DATA',
+    );
+    return undefined;
+  }
+  if (eksSet.length < eksVars.length) {
+    problems.push(
+      `EKS access needs all of ${eksVars.join(', ')}; missing ${eksVars.filter((k) => !eksSet.includes(k)).join(', ')}`,
+    );
+    return undefined;
+  }
+  if (!/^https:\/\//.test(env.EKS_ENDPOINT!.trim())) {
+    problems.push('EKS_ENDPOINT must be an https:// URL');
+    return undefined;
+  }
+  return {
+    kind: 'eks',
+    clusterName: env.EKS_CLUSTER_NAME!.trim(),
+    endpoint: env.EKS_ENDPOINT!.trim(),
+    caData: env.EKS_CA_DATA!.trim(),
+    region,
+  };
+}
+
+/** The table, its endpoint (dynalite locally) and whether placeholder credentials stand in for a local endpoint. */
+function dynamoOf(env: NodeJS.ProcessEnv, region: string, problems: string[]): Config['dynamo'] {
+  const tableName = env.TABLE_NAME?.trim() ?? '';
+  if (!tableName) problems.push('TABLE_NAME is required (the DynamoDB table holding allocations and leases)');
+  else if (!/^[A-Za-z0-9_.-]{3,255}$/.test(tableName))
+    problems.push(`TABLE_NAME "${tableName}" is not a valid table name`);
+  const endpoint = env.DYNAMODB_ENDPOINT?.trim() || env.AWS_ENDPOINT_URL_DYNAMODB?.trim() || undefined;
+  if (endpoint && !/^https?:\/\//.test(endpoint))
+    problems.push(`DYNAMODB_ENDPOINT "${endpoint}" must be an http(s) URL`);
+  return {
+    tableName,
+    ...(endpoint && { endpoint }),
+    region,
+    placeholderCredentials: !!endpoint && !env.AWS_ACCESS_KEY_ID,
+  };
+}
+
+/** `value` as an integer in [min, max], or `fallback` when unset; a problem naming `name` otherwise. */
+function intIn(
+  name: string,
+  value: string | undefined,
+  fallback: number,
+  [min, max]: [number, number],
+  problems: string[],
+): number {
+  const n = value?.trim() ? Number(value) : fallback;
+  if (!Number.isInteger(n) || n < min || n > max)
+    problems.push(`${name} must be an integer between ${min} and ${max}, got "${value}"`);
+  return n;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
   const problems: string[] = [];
   const namespace = env.EIP_NAMESPACE?.trim() || 'kube-system';
@@ -64,48 +125,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     problems.push(`EIP_NAMESPACE "${namespace}" is not a namespace name`);
 
   const region = env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || 'us-east-1';
-  const eksVars = ['EKS_CLUSTER_NAME', 'EKS_ENDPOINT', 'EKS_CA_DATA'] as const;
-  const eksSet = eksVars.filter((k) => env[k]?.trim());
-  let kube: KubeAccess | undefined;
-  if (eksSet.length > 0) {
-    if (eksSet.length < eksVars.length)
-      problems.push(
-        `EKS access needs all of ${eksVars.join(', ')}; missing ${eksVars.filter((k) => !eksSet.includes(k)).join(', ')}`,
-      );
-    else if (!/^https:\/\//.test(env.EKS_ENDPOINT!.trim()))
-      problems.push('EKS_ENDPOINT must be an https:// URL');
-    else
-      kube = {
-        kind: 'eks',
-        clusterName: env.EKS_CLUSTER_NAME!.trim(),
-        endpoint: env.EKS_ENDPOINT!.trim(),
-        caData: env.EKS_CA_DATA!.trim(),
-        region,
-      };
-  } else if (env.KUBECONFIG?.trim()) {
-    kube = { kind: 'kubeconfig', path: env.KUBECONFIG.trim() };
-  } else {
-    problems.push(
-      'no Kubernetes API configured: set KUBECONFIG, or EKS_CLUSTER_NAME, EKS_ENDPOINT and EKS_CA_DATA',
-    );
-  }
-
-  const tableName = env.TABLE_NAME?.trim();
-  if (!tableName) problems.push('TABLE_NAME is required (the DynamoDB table holding allocations and leases)');
-  else if (!/^[A-Za-z0-9_.-]{3,255}$/.test(tableName))
-    problems.push(`TABLE_NAME "${tableName}" is not a valid table name`);
-  const endpoint = env.DYNAMODB_ENDPOINT?.trim() || env.AWS_ENDPOINT_URL_DYNAMODB?.trim() || undefined;
-  if (endpoint && !/^https?:\/\//.test(endpoint))
-    problems.push(`DYNAMODB_ENDPOINT "${endpoint}" must be an http(s) URL`);
-
-  const execTimeoutMs = Number(env.EXEC_TIMEOUT_MS ?? 20_000);
-  if (!Number.isInteger(execTimeoutMs) || execTimeoutMs < 1_000 || execTimeoutMs > 300_000)
-    problems.push(`EXEC_TIMEOUT_MS must be an integer between 1000 and 300000, got "${env.EXEC_TIMEOUT_MS}"`);
-
-  const cacheDefault = env.AWS_LAMBDA_FUNCTION_NAME ? 5_000 : 0;
-  const readCacheMs = env.EIP_READ_CACHE_MS?.trim() ? Number(env.EIP_READ_CACHE_MS) : cacheDefault;
-  if (!Number.isInteger(readCacheMs) || readCacheMs < 0 || readCacheMs > 60_000)
-    problems.push(`EIP_READ_CACHE_MS must be an integer between 0 and 60000, got "${env.EIP_READ_CACHE_MS}"`);
+  const kube = kubeAccessOf(env, region, problems);
+  const dynamo = dynamoOf(env, region, problems);
+  const execTimeoutMs = intIn('EXEC_TIMEOUT_MS', env.EXEC_TIMEOUT_MS, 20_000, [1_000, 300_000], problems);
+  const inLambda = !!env.AWS_LAMBDA_FUNCTION_NAME;
+  const readCacheMs = intIn(
+    'EIP_READ_CACHE_MS',
+    env.EIP_READ_CACHE_MS,
+    inLambda ? 5_000 : 0,
+    [0, 60_000],
+    problems,
+  );
 
   const kubeOvnRelease = releaseOf(env.KUBE_OVN_RELEASE, problems);
   const driftRepair = (env.DRIFT_REPAIR?.trim() || 'on').toLowerCase();
@@ -116,18 +146,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   return Object.freeze({
     namespace,
     kube: kube!,
-    dynamo: {
-      tableName: tableName!,
-      ...(endpoint && { endpoint }),
-      region,
-      placeholderCredentials: !!endpoint && !env.AWS_ACCESS_KEY_ID,
-    },
+    dynamo,
     execTimeoutMs,
     readCacheMs,
     ...(kubeOvnRelease && { kubeOvnRelease }),
     logLevel: levelFromEnv(env.LOG_LEVEL, env.AWS_LAMBDA_LOG_LEVEL),
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
-    inLambda: !!env.AWS_LAMBDA_FUNCTION_NAME,
+    inLambda,
     driftRepair: driftRepair === 'on',
   });
 }
