@@ -87,6 +87,14 @@ export function slotOf(e: EipEvent): string {
   return `${e.object.name}|${e.object.uid ?? ''}|${e.handler}|${e.reason === 'qos-policy-changed' ? 'qos' : ''}`;
 }
 
+/** Calls `fn` every `ms` (0 or less: never), on a timer that does not keep the process alive. */
+function every(ms: number, fn: () => void): NodeJS.Timeout | undefined {
+  if (ms <= 0) return undefined;
+  const timer = setInterval(fn, ms);
+  timer.unref();
+  return timer;
+}
+
 export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const log = (options.log ?? jsonLogger()).child({ component: 'bridge' });
   const namespace = options.namespace ?? 'kube-system';
@@ -232,7 +240,23 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     }
   };
 
-  const ownManagers = options.ownFieldManagers;
+  /** Counts and logs the writes of another controller on an EIP (each once per EIP and manager, ADR 0030). */
+  const reportForeignWrites = (object: KubeObject): void => {
+    for (const w of foreign.observe(object, options.ownFieldManagers)) {
+      counters.foreignWrites[w.manager] = (counters.foreignWrites[w.manager] ?? 0) + 1;
+      metrics?.count('ForeignWriter', 1, { manager: w.manager });
+      // Warn once per EIP and manager; a controller at work writes often.
+      const say = w.first ? log.warn.bind(log) : log.debug.bind(log);
+      say('another controller writes this EIP; leaving it alone', {
+        eip: nameOf(object),
+        manager: w.manager,
+        fields: w.fields,
+        at: w.time,
+        note: 'run one controller per EIP: docs/adr/0030-coexistence-with-kube-ovn-controller.md',
+      });
+    }
+  };
+
   source = new InformerSource({
     kubeConfig: options.kubeConfig,
     namespace,
@@ -240,23 +264,8 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     ...(options.restartBackoffMs !== undefined && { restartBackoffMs: options.restartBackoffMs }),
     onChange: (kind, type, object, { initial }) => {
       if (draining) return;
-      if (kind === 'IptablesEIP') {
-        if (type === 'DELETED') foreign.forget(object);
-        else
-          for (const w of foreign.observe(object, ownManagers)) {
-            counters.foreignWrites[w.manager] = (counters.foreignWrites[w.manager] ?? 0) + 1;
-            metrics?.count('ForeignWriter', 1, { manager: w.manager });
-            // Warn once per EIP and manager; a controller at work writes often.
-            const say = w.first ? log.warn.bind(log) : log.debug.bind(log);
-            say('another controller writes this EIP; leaving it alone', {
-              eip: nameOf(object),
-              manager: w.manager,
-              fields: w.fields,
-              at: w.time,
-              note: 'run one controller per EIP: docs/adr/0030-coexistence-with-kube-ovn-controller.md',
-            });
-          }
-      }
+      if (kind === 'IptablesEIP' && type === 'DELETED') foreign.forget(object);
+      else if (kind === 'IptablesEIP') reportForeignWrites(object);
       enqueue(tracker.observe(kind, type, object, { initial }), Date.now());
       if (kind === 'IptablesEIP' && type !== 'DELETED') scheduleBlocked(object);
     },
@@ -341,26 +350,16 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     await metrics.flush?.();
   };
 
-  const resyncMs = options.resyncMs ?? 600_000;
-  const resyncTimer = resyncMs > 0 ? setInterval(() => void resyncNow(), resyncMs) : undefined;
-  resyncTimer?.unref();
-  const heartbeatMs = options.heartbeatMs ?? 60_000;
-  const heartbeatTimer =
-    metrics && heartbeatMs > 0 ? setInterval(() => void heartbeat(), heartbeatMs) : undefined;
-  heartbeatTimer?.unref();
-  const statsMs = options.statsIntervalMs ?? 60_000;
-  const statsTimer =
-    statsMs > 0
-      ? setInterval(() => {
-          const { watches, lagSeconds, ...rest } = stats();
-          log.info('bridge stats', {
-            ...rest,
-            lagSeconds: { count: lagSeconds.count, max: lagSeconds.max, last: lagSeconds.last },
-            watchRestarts: Object.fromEntries(watches.map((w) => [w.kind, w.restarts])),
-          });
-        }, statsMs)
-      : undefined;
-  statsTimer?.unref();
+  const resyncTimer = every(options.resyncMs ?? 600_000, () => void resyncNow());
+  const heartbeatTimer = metrics ? every(options.heartbeatMs ?? 60_000, () => void heartbeat()) : undefined;
+  const statsTimer = every(options.statsIntervalMs ?? 60_000, () => {
+    const { watches, lagSeconds, ...rest } = stats();
+    log.info('bridge stats', {
+      ...rest,
+      lagSeconds: { count: lagSeconds.count, max: lagSeconds.max, last: lagSeconds.last },
+      watchRestarts: Object.fromEntries(watches.map((w) => [w.kind, w.restarts])),
+    });
+  });
 
   let drained: Promise<void> | undefined;
   const drain = (timeoutMs = 25_000): Promise<void> => {

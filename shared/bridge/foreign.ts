@@ -36,24 +36,30 @@ function entriesOf(o: KubeObject): ManagedFieldsEntry[] {
   return Array.isArray(list) ? (list as ManagedFieldsEntry[]).filter((e) => e && typeof e === 'object') : [];
 }
 
+/** Which of status and finalizers one managedFields entry records writing. */
+function fieldsWritten(e: ManagedFieldsEntry): ForeignWrite['fields'] {
+  const f = e.fieldsV1 ?? {};
+  const fields: ForeignWrite['fields'] = [];
+  if (e.subresource === 'status' || 'f:status' in f) fields.push('status');
+  const meta = f['f:metadata'];
+  if (meta && typeof meta === 'object' && 'f:finalizers' in meta) fields.push('finalizers');
+  return fields;
+}
+
 /** The foreign writers of status or finalizers recorded on `eip`. */
 export function foreignWrites(eip: KubeObject, own: readonly string[] = OWN_FIELD_MANAGERS): ForeignWrite[] {
   const out: ForeignWrite[] = [];
   for (const e of entriesOf(eip)) {
     const manager = typeof e.manager === 'string' ? e.manager : '';
     if (own.includes(manager)) continue;
-    const f = e.fieldsV1 ?? {};
-    const fields: ForeignWrite['fields'] = [];
-    if (e.subresource === 'status' || 'f:status' in f) fields.push('status');
-    const meta = f['f:metadata'];
-    if (meta && typeof meta === 'object' && 'f:finalizers' in meta) fields.push('finalizers');
-    if (fields.length > 0)
-      out.push({
-        manager: manager || '(unnamed)',
-        fields,
-        time: e.time ?? '',
-        ...(typeof e.subresource === 'string' && e.subresource !== '' && { subresource: e.subresource }),
-      });
+    const fields = fieldsWritten(e);
+    if (fields.length === 0) continue;
+    out.push({
+      manager: manager || '(unnamed)',
+      fields,
+      time: e.time ?? '',
+      ...(typeof e.subresource === 'string' && e.subresource !== '' && { subresource: e.subresource }),
+    });
   }
   return out;
 }

@@ -112,6 +112,27 @@ export function eventBridgeSink(
     };
   }
 
+  /**
+   * After a failed DescribeEventBus: why the bus is missing (it does not exist), or undefined when the check is not
+   * allowed (the bus is taken to exist). Anything else (throttling, network) leaves the last answer and checks again
+   * with the next batch.
+   */
+  function verifyFailed(code: string | undefined): string | undefined {
+    if (code === 'ResourceNotFoundException') {
+      verifiedAt = Date.now();
+      return `ResourceNotFoundException: event bus ${options.eventBusName} does not exist`;
+    }
+    if (code === 'AccessDeniedException') {
+      if (verifiedAt === undefined)
+        log?.warn('cannot check that the event bus exists (events:DescribeEventBus denied)', {
+          eventBus: options.eventBusName,
+        });
+      verifiedAt = Date.now();
+      return undefined;
+    }
+    return busMissing;
+  }
+
   /** Undefined when the bus is known to exist (or cannot be checked); else why it does not. */
   async function verify(): Promise<string | undefined> {
     if (!options.verifyBus || !options.eventBusName) return undefined;
@@ -122,19 +143,7 @@ export function eventBridgeSink(
       busMissing = undefined;
       verifiedAt = Date.now();
     } catch (e) {
-      const code = awsCodeOf(e);
-      if (code === 'ResourceNotFoundException') {
-        busMissing = `ResourceNotFoundException: event bus ${options.eventBusName} does not exist`;
-        verifiedAt = Date.now();
-      } else if (code === 'AccessDeniedException') {
-        if (verifiedAt === undefined)
-          log?.warn('cannot check that the event bus exists (events:DescribeEventBus denied)', {
-            eventBus: options.eventBusName,
-          });
-        busMissing = undefined;
-        verifiedAt = Date.now();
-      }
-      // anything else (throttling, network): check again with the next batch
+      busMissing = verifyFailed(awsCodeOf(e));
     }
     return busMissing;
   }

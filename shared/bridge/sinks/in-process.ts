@@ -107,6 +107,31 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
     for (const f of w) f();
   };
 
+  /** A handled event: counted, its dead letter (if any) cleared, and a blocked EIP's retry delay passed on. */
+  function delivered(event: EipEvent, outcome: Outcome): void {
+    stats.delivered++;
+    parked.delete(letterKey(event));
+    options.onOutcome?.(event, outcome);
+    if (outcome.status === 'rejected' && outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0)
+      for (const l of listeners) l.retryAfter?.(event, outcome.retryAfterMs);
+  }
+
+  /** Out of retries: the event is parked as a dead letter, and the sink gives up on it. */
+  function park(event: EipEvent, error: unknown, attempts: number): SinkGaveUp {
+    const letter: DeadLetter = { event, error: errorText(error), attempts, at: new Date().toISOString() };
+    parked.set(letterKey(event), letter);
+    stats.deadLetters++;
+    stats.failures++;
+    options.log?.error('event parked as a dead letter', {
+      eventId: event.id,
+      eip: event.object.name,
+      handler: event.handler,
+      attempts,
+      error: letter.error,
+    });
+    return new SinkGaveUp(`parked as a dead letter after ${attempts} attempts: ${letter.error}`);
+  }
+
   async function handle(event: EipEvent): Promise<void> {
     const handler = handlers[event.handler];
     for (let attempt = 1; ; attempt++) {
@@ -115,36 +140,13 @@ export function inProcessSink(options: InProcessSinkOptions): InProcessSink {
           awsRequestId: randomUUID(),
           functionName: `eip-${event.handler}`,
         } as unknown as Context;
-        const outcome = await handler(event, context);
-        stats.delivered++;
-        parked.delete(letterKey(event));
-        options.onOutcome?.(event, outcome);
-        if (outcome.status === 'rejected' && outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0)
-          for (const l of listeners) l.retryAfter?.(event, outcome.retryAfterMs);
+        delivered(event, await handler(event, context));
         return;
       } catch (e) {
         if (closing.signal.aborted)
           throw new SinkGaveUp(`not retried: the sink is closing (${errorText(e)})`);
         const delay = schedule[attempt - 1];
-        if (delay === undefined) {
-          const letter: DeadLetter = {
-            event,
-            error: errorText(e),
-            attempts: attempt,
-            at: new Date().toISOString(),
-          };
-          parked.set(letterKey(event), letter);
-          stats.deadLetters++;
-          stats.failures++;
-          options.log?.error('event parked as a dead letter', {
-            eventId: event.id,
-            eip: event.object.name,
-            handler: event.handler,
-            attempts: attempt,
-            error: letter.error,
-          });
-          throw new SinkGaveUp(`parked as a dead letter after ${attempt} attempts: ${letter.error}`);
-        }
+        if (delay === undefined) throw park(event, e, attempt);
         stats.retries++;
         options.log?.warn('handler failed; will retry', {
           eventId: event.id,
