@@ -69,7 +69,6 @@ export async function reservePodAddresses(
   pools: readonly Pool[],
   options: { dryRun?: boolean } = {},
 ): Promise<PodReservation[]> {
-  const { ipam, log } = deps;
   const live = new Set(pods.map((p) => podOwner(p.uid)));
   const out: PodReservation[] = [];
   for (const pod of pods) {
@@ -80,38 +79,46 @@ export async function reservePodAddresses(
     });
     if (wanted.length === 0) continue;
     const owner = { uid: podOwner(pod.uid), name: `${pod.namespace}/${pod.name}` };
-    const held = await ipam.findByOwner(owner.uid);
+    const held = await deps.ipam.findByOwner(owner.uid);
     for (const { pool, address } of wanted) {
       const base = { pod: owner.name, subnet: pool.subnet, address };
       const value = parseAddress(address)!.value;
-      if (held.some((a) => a.subnet === pool.subnet && parseAddress(a.address)?.value === value)) {
+      if (held.some((a) => a.subnet === pool.subnet && parseAddress(a.address)?.value === value))
         out.push({ ...base, status: 'already' });
-        continue;
-      }
-      if (options.dryRun) {
-        out.push({ ...base, status: 'reserved' });
-        continue;
-      }
-      try {
-        await ipam.claimAddress(pool, address, owner);
-        out.push({ ...base, status: 'reserved' });
-      } catch (e) {
-        if (!(e instanceof AddressConflictError)) throw e;
-        const predecessor =
-          e.holderUid && isPodOwner(e.holderUid) && !live.has(e.holderUid) ? e.holderUid : undefined;
-        if (predecessor && (await ipam.release(pool.subnet, address, predecessor))) {
-          await ipam.claimAddress(pool, address, owner);
-          out.push({ ...base, status: 'reserved', takenOverFrom: predecessor });
-          continue;
-        }
-        log.error('a gateway pod address is allocated to someone else', {
-          pod: owner.name,
-          address,
-          holder: e.holderUid,
-        });
-        out.push({ ...base, status: 'conflict', reason: e.message });
-      }
+      else if (options.dryRun) out.push({ ...base, status: 'reserved' });
+      else out.push({ ...base, ...(await reserve(deps, live, pool, address, owner)) });
     }
   }
   return out;
+}
+
+/**
+ * Claims `address` for the pod `owner`; an address a gone pod (not in `live`) still holds is taken over from it, one
+ * held by anyone else is a conflict, logged and reported.
+ */
+async function reserve(
+  { ipam, log }: Pick<Deps, 'ipam' | 'log'>,
+  live: ReadonlySet<string>,
+  pool: Pool,
+  address: string,
+  owner: { uid: string; name: string },
+): Promise<Pick<PodReservation, 'status' | 'takenOverFrom' | 'reason'>> {
+  try {
+    await ipam.claimAddress(pool, address, owner);
+    return { status: 'reserved' };
+  } catch (e) {
+    if (!(e instanceof AddressConflictError)) throw e;
+    const predecessor =
+      e.holderUid && isPodOwner(e.holderUid) && !live.has(e.holderUid) ? e.holderUid : undefined;
+    if (predecessor && (await ipam.release(pool.subnet, address, predecessor))) {
+      await ipam.claimAddress(pool, address, owner);
+      return { status: 'reserved', takenOverFrom: predecessor };
+    }
+    log.error('a gateway pod address is allocated to someone else', {
+      pod: owner.name,
+      address,
+      holder: e.holderUid,
+    });
+    return { status: 'conflict', reason: e.message };
+  }
 }

@@ -103,19 +103,7 @@ export function parseRanges(
   entries: readonly string[],
   what: string,
 ): Range[] {
-  const ranges: Range[] = [];
-  for (const text of entries) {
-    const [a, b] = text.includes('..') ? text.split('..') : [text, text];
-    const pa = parseAddress((a ?? '').trim());
-    const pb = parseAddress((b ?? '').trim());
-    if (!pa || !pb) throw new InvalidSpecError(`subnet ${pool.subnet}: invalid ${what} entry "${text}"`);
-    if (pa.family !== pool.family || pb.family !== pool.family) continue;
-    if (pa.value > pb.value)
-      throw new InvalidSpecError(
-        `subnet ${pool.subnet}: invalid ${what} entry "${text}" (its first address is above its last)`,
-      );
-    ranges.push({ start: pa.value, end: pb.value });
-  }
+  const ranges = entries.flatMap((text) => parseRangeEntry(pool, text, what));
   ranges.sort((x, y) => (x.start < y.start ? -1 : x.start > y.start ? 1 : 0));
   const merged: Range[] = [];
   for (const r of ranges) {
@@ -125,6 +113,20 @@ export function parseRanges(
     } else merged.push({ ...r });
   }
   return merged;
+}
+
+/** One `a` / `a..b` entry as a range of the pool's family; none for another family. */
+function parseRangeEntry(pool: Pick<Pool, 'subnet' | 'family'>, text: string, what: string): Range[] {
+  const [a, b] = text.includes('..') ? text.split('..') : [text, text];
+  const pa = parseAddress((a ?? '').trim());
+  const pb = parseAddress((b ?? '').trim());
+  if (!pa || !pb) throw new InvalidSpecError(`subnet ${pool.subnet}: invalid ${what} entry "${text}"`);
+  if (pa.family !== pool.family || pb.family !== pool.family) return [];
+  if (pa.value > pb.value)
+    throw new InvalidSpecError(
+      `subnet ${pool.subnet}: invalid ${what} entry "${text}" (its first address is above its last)`,
+    );
+  return [{ start: pa.value, end: pb.value }];
 }
 
 /**
@@ -144,18 +146,21 @@ export function allocatableRanges(pool: Pool): Range[] {
         .filter((r) => r.start <= r.end)
     : [host];
   const reserved = reservedRanges(pool);
+  return bases.flatMap((base) => subtract(base, reserved));
+}
+
+/** `base` less the sorted, merged `reserved` ranges, ascending. */
+function subtract(base: Range, reserved: readonly Range[]): Range[] {
   const out: Range[] = [];
-  for (const base of bases) {
-    let cursor = base.start;
-    for (const r of reserved) {
-      if (r.end < cursor) continue;
-      if (r.start > base.end) break;
-      if (r.start > cursor) out.push({ start: cursor, end: r.start - 1n });
-      cursor = r.end + 1n;
-      if (cursor > base.end) break;
-    }
-    if (cursor <= base.end) out.push({ start: cursor, end: base.end });
+  let cursor = base.start;
+  for (const r of reserved) {
+    if (r.end < cursor) continue;
+    if (r.start > base.end) break;
+    if (r.start > cursor) out.push({ start: cursor, end: r.start - 1n });
+    cursor = r.end + 1n;
+    if (cursor > base.end) break;
   }
+  if (cursor <= base.end) out.push({ start: cursor, end: base.end });
   return out;
 }
 
@@ -193,6 +198,57 @@ export function assertClaimable(pool: Pool, address: string): void {
   if (problem) throw new AddressOutOfRangeError(problem);
 }
 
+/** The non-empty, trimmed entries of a comma-separated list. */
+function commaList(text: string | undefined): string[] {
+  return (text ?? '')
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
+}
+
+/** @throws InvalidSpecError unless `r` is `a` or `a..b` with both ends of one family. */
+function assertEipRangeEntry(subnet: string, r: string): void {
+  const ends = r.split('..').map((x) => parseAddress(x.trim()));
+  if (ends.length > 2 || ends.some((e) => !e) || ends[0]?.family !== ends.at(-1)?.family)
+    throw new InvalidSpecError(
+      `subnet ${subnet}: annotation ${EIP_RANGE_ANNOTATION} has an invalid entry "${r}"`,
+    );
+}
+
+/** The pool of one CIDR of the subnet (the first of its family): its canonical CIDR, its gateway (inside it), its share of the EIP range. */
+function poolOfCidr(
+  subnet: {
+    name: string;
+    cidrBlock: string;
+    gateways: readonly string[];
+    exclude: string[];
+    only: readonly string[];
+  },
+  cidr: string,
+  before: readonly Pool[],
+): Pool {
+  const { name, cidrBlock, gateways, exclude, only } = subnet;
+  let parsed: { family: Family; addr: Addr };
+  try {
+    parsed = parseCidr(cidr);
+  } catch {
+    throw new InvalidSpecError(`subnet ${name} has an invalid cidrBlock "${cidrBlock}"`);
+  }
+  const { family, addr } = parsed;
+  if (before.some((p) => p.family === family))
+    throw new InvalidSpecError(`subnet ${name} has two IPv${family} CIDRs in "${cidrBlock}"`);
+  const network = addr.startAddress().bigInt();
+  const cidrText = `${formatAddress(family, network)}/${addr.subnetMask}`;
+  const gw = gateways.find((g) => parseAddress(g)?.family === family);
+  const gateway = gw ? canonicalAddress(gw) : formatAddress(family, network + 1n);
+  const bounds = cidrBounds(cidrText);
+  const g = parseAddress(gateway)!.value;
+  if (g < bounds.start || g > bounds.end)
+    throw new InvalidSpecError(`subnet ${name}: gateway ${gateway} is not inside ${cidrText}`);
+  const mine = only.filter((r) => parseAddress(r.split('..')[0]!.trim())?.family === family);
+  return { subnet: name, family, cidr: cidrText, gateway, exclude, ...(mine.length > 0 && { only: mine }) };
+}
+
 /**
  * The allocation pools of a Subnet CR: one per family in `spec.cidrBlock` ("v4", "v6" or "v4,v6").
  * `spec.gateway` is "v4gw", "v6gw" or "v4gw,v6gw"; a family without one defaults to the first host address
@@ -204,56 +260,16 @@ export function poolsOf(subnet: {
   spec: Subnet['spec'];
 }): Pool[] {
   const name = subnet.metadata.name;
-  const gateways = (subnet.spec.gateway ?? '')
-    .split(',')
-    .map((g) => g.trim())
-    .filter(Boolean);
+  const gateways = commaList(subnet.spec.gateway);
   for (const g of gateways)
     if (!parseAddress(g))
       throw new InvalidSpecError(`subnet ${name} has an invalid gateway ${JSON.stringify(g.slice(0, 64))}`);
   const exclude = subnet.spec.excludeIps ?? [];
-  const only = (subnet.metadata.annotations?.[EIP_RANGE_ANNOTATION] ?? '')
-    .split(',')
-    .map((r) => r.trim())
-    .filter(Boolean);
-  for (const r of only) {
-    const ends = r.split('..').map((x) => parseAddress(x.trim()));
-    if (ends.length > 2 || ends.some((e) => !e) || ends[0]?.family !== ends.at(-1)?.family)
-      throw new InvalidSpecError(
-        `subnet ${name}: annotation ${EIP_RANGE_ANNOTATION} has an invalid entry "${r}"`,
-      );
-  }
+  const only = commaList(subnet.metadata.annotations?.[EIP_RANGE_ANNOTATION]);
+  for (const r of only) assertEipRangeEntry(name, r);
   const pools: Pool[] = [];
-  for (const cidr of subnet.spec.cidrBlock
-    .split(',')
-    .map((c) => c.trim())
-    .filter(Boolean)) {
-    let parsed: { family: Family; addr: Addr };
-    try {
-      parsed = parseCidr(cidr);
-    } catch {
-      throw new InvalidSpecError(`subnet ${name} has an invalid cidrBlock "${subnet.spec.cidrBlock}"`);
-    }
-    const { family, addr } = parsed;
-    if (pools.some((p) => p.family === family))
-      throw new InvalidSpecError(`subnet ${name} has two IPv${family} CIDRs in "${subnet.spec.cidrBlock}"`);
-    const network = addr.startAddress().bigInt();
-    const cidrText = `${formatAddress(family, network)}/${addr.subnetMask}`;
-    const gw = gateways.find((g) => parseAddress(g)?.family === family);
-    const gateway = gw ? canonicalAddress(gw) : formatAddress(family, network + 1n);
-    const bounds = cidrBounds(cidrText);
-    const g = parseAddress(gateway)!.value;
-    if (g < bounds.start || g > bounds.end)
-      throw new InvalidSpecError(`subnet ${name}: gateway ${gateway} is not inside ${cidrText}`);
-    const mine = only.filter((r) => parseAddress(r.split('..')[0]!.trim())?.family === family);
-    pools.push({
-      subnet: name,
-      family,
-      cidr: cidrText,
-      gateway,
-      exclude,
-      ...(mine.length > 0 && { only: mine }),
-    });
+  for (const cidr of commaList(subnet.spec.cidrBlock)) {
+    pools.push(poolOfCidr({ name, cidrBlock: subnet.spec.cidrBlock, gateways, exclude, only }, cidr, pools));
   }
   if (pools.length === 0) throw new InvalidSpecError(`subnet ${name} has no cidrBlock`);
   return pools;

@@ -63,25 +63,33 @@ export function podAttachments(
 ): Attachment[] {
   const text = annotations?.[NETWORKS_ANNOTATION]?.trim();
   if (!text) return [];
-  const out: Attachment[] = [];
-  if (text.startsWith('[')) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      return [];
-    }
-    for (const el of Array.isArray(parsed) ? parsed : []) {
-      if (typeof el !== 'object' || el === null) continue;
-      const { name, namespace } = el as { name?: unknown; namespace?: unknown };
-      if (typeof name === 'string' && name)
-        out.push({
-          network: name,
-          namespace: typeof namespace === 'string' && namespace ? namespace : podNamespace,
-        });
-    }
-    return out;
+  return text.startsWith('[') ? jsonAttachments(podNamespace, text) : shortAttachments(podNamespace, text);
+}
+
+/** `[{"name":"net","namespace":"ns"}, …]`; nothing when the text is not JSON. */
+function jsonAttachments(podNamespace: string, text: string): Attachment[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return [];
   }
+  const out: Attachment[] = [];
+  for (const el of Array.isArray(parsed) ? parsed : []) {
+    if (typeof el !== 'object' || el === null) continue;
+    const { name, namespace } = el as { name?: unknown; namespace?: unknown };
+    if (typeof name !== 'string' || !name) continue;
+    out.push({
+      network: name,
+      namespace: typeof namespace === 'string' && namespace ? namespace : podNamespace,
+    });
+  }
+  return out;
+}
+
+/** `ns/net,net2@if`: a namespace defaults to the pod's, an interface name after `@` is dropped. */
+function shortAttachments(podNamespace: string, text: string): Attachment[] {
+  const out: Attachment[] = [];
   for (const entry of text.split(',')) {
     const e = entry.trim();
     if (!e) continue;
