@@ -91,23 +91,26 @@ export class NeverUsedCursor {
       this.current = undefined;
       const seg = await this.pickSegment();
       if (seg === undefined) return undefined;
-      const used = await this.io.usedSlots(seg);
-      const { first, last } = this.geometry.segment(seg);
-      const free: bigint[] = [];
-      for (let s = first; s <= last; s++) if (!used.has(s)) free.push(s);
-      if (free.length === 0) {
-        this.full.add(seg);
-        await this.io.markFull(seg);
-        continue;
-      }
-      // Walk from a random offset: two allocators in one segment meet once, not at every slot.
-      const offset = Math.floor(this.options.random() * free.length);
-      this.current = {
-        seg,
-        free: [...free.slice(offset), ...free.slice(0, offset)],
-        loadedAt: this.clock.now(),
-      };
+      this.current = await this.load(seg);
     }
+  }
+
+  /**
+   * A fresh read of segment `seg`: its free slots, walked from a random offset (two allocators in one segment meet
+   * once, not at every slot); undefined, and the segment marked full, when it has none.
+   */
+  private async load(seg: bigint): Promise<typeof this.current> {
+    const used = await this.io.usedSlots(seg);
+    const { first, last } = this.geometry.segment(seg);
+    const free: bigint[] = [];
+    for (let s = first; s <= last; s++) if (!used.has(s)) free.push(s);
+    if (free.length === 0) {
+      this.full.add(seg);
+      await this.io.markFull(seg);
+      return undefined;
+    }
+    const offset = Math.floor(this.options.random() * free.length);
+    return { seg, free: [...free.slice(offset), ...free.slice(0, offset)], loadedAt: this.clock.now() };
   }
 
   /** The candidate was taken by someone else: move away and widen the search. */
@@ -126,29 +129,14 @@ export class NeverUsedCursor {
   }
 
   private async pickSegment(): Promise<bigint | undefined> {
-    if (!this.hwmRead) {
-      this.hwmRead = true;
-      const published = await this.io.readHwm();
-      if (published > this.published) this.published = published;
-      if (published > this.hwm) this.hwm = published;
-    }
+    await this.readHwmOnce();
     const count = this.geometry.segmentCount;
     for (;;) {
       this.advance();
       if (this.hwm >= count) return undefined;
       const width = BigInt(this.options.window * this.spread);
       const end = this.hwm + width < count ? this.hwm + width : count; // exclusive
-      // Markers of this window were read a moment ago: what they said still holds (full stays full).
-      const seen = this.markersRead;
-      if (
-        !seen ||
-        seen.from !== this.hwm ||
-        seen.to !== end - 1n ||
-        this.clock.now() - seen.at > MARKERS_MAX_AGE_MS
-      ) {
-        for (const s of await this.io.fullMarkers(this.hwm, end - 1n)) this.full.add(s);
-        this.markersRead = { from: this.hwm, to: end - 1n, at: this.clock.now() };
-      }
+      await this.readMarkers(this.hwm, end - 1n);
       this.advance();
       await this.publish();
       const candidates: bigint[] = [];
@@ -156,6 +144,24 @@ export class NeverUsedCursor {
       if (candidates.length > 0) return candidates[Math.floor(this.options.random() * candidates.length)];
       // The whole window is full: the mark has moved past it; look at the next one.
     }
+  }
+
+  /** The published mark, read once per cursor: a new allocator starts where the others got to. */
+  private async readHwmOnce(): Promise<void> {
+    if (this.hwmRead) return;
+    this.hwmRead = true;
+    const published = await this.io.readHwm();
+    if (published > this.published) this.published = published;
+    if (published > this.hwm) this.hwm = published;
+  }
+
+  /** The full markers of segments from..to, unless this window's were read a moment ago (full stays full). */
+  private async readMarkers(from: bigint, to: bigint): Promise<void> {
+    const seen = this.markersRead;
+    const fresh = seen?.from === from && seen.to === to && this.clock.now() - seen.at <= MARKERS_MAX_AGE_MS;
+    if (fresh) return;
+    for (const s of await this.io.fullMarkers(from, to)) this.full.add(s);
+    this.markersRead = { from, to, at: this.clock.now() };
   }
 
   private advance(): void {

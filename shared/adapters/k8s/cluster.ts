@@ -120,6 +120,32 @@ export function createK8sCluster(options: K8sClusterOptions): Cluster {
 const CUSTOM = `/apis/${GROUP}/${VERSION}`;
 const MERGE_PATCH = 'application/merge-patch+json';
 
+/** A map with something in it, else undefined. */
+const nonEmpty = <T extends object>(m: T | undefined): T | undefined =>
+  m && Object.keys(m).length > 0 ? m : undefined;
+
+/**
+ * The merge patch of an EIP's spec, labels, annotations and finalizers, preconditioned on `resourceVersion`;
+ * undefined when the change changes nothing.
+ */
+function eipPatchOf(resourceVersion: string, change: EipObjectChange): Record<string, unknown> | undefined {
+  const spec = nonEmpty(
+    Object.fromEntries(Object.entries(change.spec ?? {}).filter(([, v]) => v !== undefined)),
+  );
+  const labels = nonEmpty(change.labels);
+  const annotations = nonEmpty(change.annotations);
+  if (!spec && !labels && !annotations && !change.finalizers) return undefined;
+  return {
+    metadata: {
+      resourceVersion,
+      ...(labels && { labels }),
+      ...(annotations && { annotations }),
+      ...(change.finalizers && { finalizers: [...change.finalizers] }),
+    },
+    ...(spec && { spec }),
+  };
+}
+
 class K8sCluster implements Cluster {
   private readonly rest: KubeRest;
   private readonly namespace: string;
@@ -241,20 +267,8 @@ class K8sCluster implements Cluster {
     change: EipObjectChange,
   ): Promise<IptablesEip | undefined> {
     const what = `patch ${Plural.eip} "${name}"`;
-    const spec = Object.fromEntries(Object.entries(change.spec ?? {}).filter(([, v]) => v !== undefined));
-    const labels = change.labels && Object.keys(change.labels).length > 0 ? change.labels : undefined;
-    const annotations =
-      change.annotations && Object.keys(change.annotations).length > 0 ? change.annotations : undefined;
-    if (!Object.keys(spec).length && !labels && !annotations && !change.finalizers) return this.getEip(name);
-    const body = {
-      metadata: {
-        resourceVersion,
-        ...(labels && { labels }),
-        ...(annotations && { annotations }),
-        ...(change.finalizers && { finalizers: [...change.finalizers] }),
-      },
-      ...(Object.keys(spec).length > 0 && { spec }),
-    };
+    const body = eipPatchOf(resourceVersion, change);
+    if (!body) return this.getEip(name);
     try {
       return await this.rest.request<IptablesEip>('PATCH', `${CUSTOM}/${Plural.eip}/${seg(name)}`, {
         query: { fieldManager: FIELD_MANAGER },
