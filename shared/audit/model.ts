@@ -111,25 +111,69 @@ export function gatewayOfAllocation(a: Allocation, eip: IptablesEip | undefined)
 
 const LEASE_PREFIX = 'eip#';
 
-export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[] {
-  const allocationGrace = options.allocationGraceMs ?? 120_000;
-  const leaseSlack = options.leaseSlackMs ?? 60_000;
-  const out: Drift[] = [];
-  const eipsByUid = new Map(s.eips.map((e) => [e.metadata.uid, e]));
-  const podOwners = new Set(s.pods.map((p) => `pod:${p.uid}`));
-  const stateOf = new Map(s.gateways.map((g) => [g.gateway, g]));
-  const unreadable = new Set(s.unreadable.map((u) => u.gateway));
+/** What the judgement of one snapshot shares: the snapshot, its indexes, the in-flight EIPs. */
+interface Judged {
+  s: AuditSnapshot;
+  allocationGrace: number;
+  eipsByUid: Map<string, IptablesEip>;
+  /** Who claims each v4 address. */
+  claims: Map<string, AuditAllocation[]>;
+  /** The gateway pods' own addresses. */
+  own: Set<string>;
+  /** Where each v4 global address (not a pod's own) is configured. */
+  where: Map<string, { gateway: string; prefix: number }[]>;
+  /** EIPs with a lease in flight: exempt from judgement. */
+  busy: Set<string>;
+  stateOf: Map<string, GatewayState>;
+  unreadable: Set<string>;
+}
 
-  // Leases: in-flight ones exempt their EIP from judgement; stale ones are drift.
+export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[] {
+  const leases = leaseDrift(s, options.leaseSlackMs ?? 60_000);
+  const j: Judged = {
+    s,
+    allocationGrace: options.allocationGraceMs ?? 120_000,
+    eipsByUid: new Map(s.eips.map((e) => [e.metadata.uid, e])),
+    claims: new Map(),
+    own: new Set(s.pods.flatMap((p) => Object.values(p.addresses ?? {}).map(canon))),
+    where: new Map(),
+    busy: leases.busy,
+    stateOf: new Map(s.gateways.map((g) => [g.gateway, g])),
+    unreadable: new Set(s.unreadable.map((u) => u.gateway)),
+  };
+  for (const a of s.allocations)
+    if (a.family === 4) j.claims.set(a.address, [...(j.claims.get(a.address) ?? []), a]);
+  for (const g of s.gateways)
+    for (const a of g.addresses) {
+      if (a.family !== 4 || a.scope !== 'global' || j.own.has(a.address)) continue;
+      j.where.set(a.address, [...(j.where.get(a.address) ?? []), { gateway: g.gateway, prefix: a.prefix }]);
+    }
+  return [
+    ...leases.drift,
+    ...leakedAllocations(j),
+    ...[...j.where].flatMap(([address, places]) => addressDrift(j, address, places)),
+    ...s.eips.flatMap((eip) => eipDrift(j, eip)),
+    ...strayFilters(j),
+    ...s.unreadable.map(
+      (u): Drift => ({
+        kind: 'gateway-unreadable',
+        message: `gateway ${u.gateway}${u.pod ? ` (pod ${u.pod})` : ''} could not be inspected: ${u.error}`,
+        gateway: u.gateway,
+      }),
+    ),
+  ];
+}
+
+/** Leases: in-flight ones exempt their EIP from judgement (`busy`); stale ones are drift. */
+function leaseDrift(s: AuditSnapshot, leaseSlack: number): { drift: Drift[]; busy: Set<string> } {
   const busy = new Set<string>();
+  const drift: Drift[] = [];
   for (const lease of s.leases) {
     const name = lease.key.startsWith(LEASE_PREFIX) ? lease.key.slice(LEASE_PREFIX.length) : undefined;
     if (lease.expiresAt > s.now) {
       if (name) busy.add(name);
-      continue;
-    }
-    if (lease.expiresAt + leaseSlack <= s.now)
-      out.push({
+    } else if (lease.expiresAt + leaseSlack <= s.now)
+      drift.push({
         kind: 'stale-lease',
         message: `lease ${lease.key} held by ${lease.holder} expired ${ago(s.now - lease.expiresAt)} ago and was never given back`,
         ...(name && { eip: name }),
@@ -137,166 +181,176 @@ export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[]
         repair: 'delete-lease',
       });
   }
+  return { drift, busy };
+}
 
-  // Allocations whose owner is gone.
-  for (const a of s.allocations) {
-    const live = a.owner.uid.startsWith('pod:') ? podOwners.has(a.owner.uid) : eipsByUid.has(a.owner.uid);
-    if (live) continue;
-    if (a.claimedAt !== undefined && a.claimedAt > s.now - allocationGrace) continue; // possibly in flight
-    out.push({
-      kind: 'leaked-allocation',
-      message: `${a.address} in ${a.subnet} is allocated to ${a.owner.name || '?'} (uid ${a.owner.uid}), which no longer exists`,
-      address: a.address,
-      subnet: a.subnet,
-      uid: a.owner.uid,
-      ...(a.owner.uid.startsWith('pod:') ? {} : { eip: a.owner.name }),
-      repair: 'release',
-    });
-  }
+/** Allocations whose owner (an EIP, or a gateway pod's reservation) is gone, and not possibly in flight. */
+function leakedAllocations({ s, eipsByUid, allocationGrace }: Judged): Drift[] {
+  const podOwners = new Set(s.pods.map((p) => `pod:${p.uid}`));
+  return s.allocations.flatMap((a): Drift[] => {
+    const isPod = a.owner.uid.startsWith('pod:');
+    const live = isPod ? podOwners.has(a.owner.uid) : eipsByUid.has(a.owner.uid);
+    if (live || (a.claimedAt !== undefined && a.claimedAt > s.now - allocationGrace)) return [];
+    return [
+      {
+        kind: 'leaked-allocation',
+        message: `${a.address} in ${a.subnet} is allocated to ${a.owner.name || '?'} (uid ${a.owner.uid}), which no longer exists`,
+        address: a.address,
+        subnet: a.subnet,
+        uid: a.owner.uid,
+        ...(isPod ? {} : { eip: a.owner.name }),
+        repair: 'release',
+      },
+    ];
+  });
+}
 
-  // Who claims each v4 address.
-  const claims = new Map<string, AuditAllocation[]>();
-  for (const a of s.allocations) {
-    if (a.family !== 4) continue;
-    claims.set(a.address, [...(claims.get(a.address) ?? []), a]);
-  }
-  const own = new Set<string>();
-  for (const p of s.pods) for (const ip of Object.values(p.addresses ?? {})) own.add(canon(ip));
-
-  // Where each address is configured.
-  const where = new Map<string, { gateway: string; prefix: number }[]>();
-  for (const g of s.gateways) {
-    for (const a of g.addresses) {
-      if (a.family !== 4 || a.scope !== 'global' || own.has(a.address)) continue;
-      where.set(a.address, [...(where.get(a.address) ?? []), { gateway: g.gateway, prefix: a.prefix }]);
-    }
-  }
-
-  for (const [address, places] of where) {
-    const held = claims.get(address) ?? [];
-    const podHeld = held.some((a) => a.owner.uid.startsWith('pod:'));
-    if (podHeld) continue; // a gateway pod's own address (reserved for it in IPAM)
-    if (places.length > 1) {
-      const eipAlloc = held.find((a) => eipsByUid.has(a.owner.uid));
-      out.push({
+/** One configured address against who claims it: on two gateways, claimed by nobody, or on the wrong gateway. */
+function addressDrift(j: Judged, address: string, places: { gateway: string; prefix: number }[]): Drift[] {
+  const held = j.claims.get(address) ?? [];
+  if (held.some((a) => a.owner.uid.startsWith('pod:'))) return []; // a gateway pod's own address (reserved in IPAM)
+  if (places.length > 1) {
+    const eipAlloc = held.find((a) => j.eipsByUid.has(a.owner.uid));
+    return [
+      {
         kind: 'duplicate-address',
-        message: `${address} is configured on gateways ${places.map((p) => p.gateway).join(', ')}${eipAlloc ? ` (allocated to ${eipAlloc.owner.name}, which uses ${gatewayOfAllocation(eipAlloc, eipsByUid.get(eipAlloc.owner.uid)) ?? '?'})` : ''}`,
+        message: `${address} is configured on gateways ${places.map((p) => p.gateway).join(', ')}${eipAlloc ? ` (allocated to ${eipAlloc.owner.name}, which uses ${gatewayOfAllocation(eipAlloc, j.eipsByUid.get(eipAlloc.owner.uid)) ?? '?'})` : ''}`,
         address,
         ...(eipAlloc && { eip: eipAlloc.owner.name, uid: eipAlloc.owner.uid }),
-      });
-      continue;
-    }
-    const place = places[0]!;
-    if (held.length === 0) {
-      const pool = (s.pools[place.gateway] ?? []).find(
-        (p) => p.family === 4 && staticAddressProblem(p, address) === undefined,
-      );
-      out.push({
+      },
+    ];
+  }
+  const place = places[0]!;
+  if (held.length === 0) {
+    const pool = (j.s.pools[place.gateway] ?? []).find(
+      (p) => p.family === 4 && staticAddressProblem(p, address) === undefined,
+    );
+    return [
+      {
         kind: 'orphan-address',
         message: `${address}/${place.prefix} is on gateway ${place.gateway} but no allocation claims it${pool ? '' : ' (outside the range this product allocates from: reported only)'}`,
         gateway: place.gateway,
         address,
         prefix: place.prefix,
         ...(pool && { subnet: pool.subnet, repair: 'remove-orphan' as const }),
-      });
-      continue;
-    }
-    for (const a of held) {
-      const eip = eipsByUid.get(a.owner.uid);
-      if (!eip) continue; // leaked: reported above
-      const want = gatewayOfAllocation(a, eip);
-      if (want && want !== place.gateway)
-        out.push({
-          kind: 'misplaced-address',
-          message: `${address} (allocated to EIP ${eip.metadata.name}, gateway ${want}) is configured on gateway ${place.gateway}`,
-          eip: eip.metadata.name,
-          uid: eip.metadata.uid,
-          gateway: place.gateway,
-          address,
-          prefix: place.prefix,
-        });
-    }
+      },
+    ];
   }
+  return held.flatMap((a): Drift[] => {
+    const eip = j.eipsByUid.get(a.owner.uid);
+    const want = eip && gatewayOfAllocation(a, eip); // no EIP: leaked, reported by leakedAllocations
+    if (!eip || !want || want === place.gateway) return [];
+    return [
+      {
+        kind: 'misplaced-address',
+        message: `${address} (allocated to EIP ${eip.metadata.name}, gateway ${want}) is configured on gateway ${place.gateway}`,
+        eip: eip.metadata.name,
+        uid: eip.metadata.uid,
+        gateway: place.gateway,
+        address,
+        prefix: place.prefix,
+      },
+    ];
+  });
+}
 
-  // Each EIP against its allocation and its gateway.
-  for (const eip of s.eips) {
-    const name = eip.metadata.name;
-    const uid = eip.metadata.uid;
-    if (eip.metadata.deletionTimestamp || busy.has(name)) continue;
-    const held = s.allocations.filter((a) => a.owner.uid === uid && a.family === 4);
-    const ip = eip.status?.ip;
-    const base = { eip: name, uid };
-    if (!ip) {
-      if (eip.status?.ready === true)
-        out.push({
-          kind: 'status-mismatch',
-          message: `EIP ${name} says Ready but has no status.ip`,
-          ...base,
-          repair: 'resync',
-        });
-      continue;
-    }
-    const mine = held.find((a) => a.address === ip);
-    if (!mine) {
-      // The allocation is the source of truth: one address held in the EIP's subnet is what status.ip must say.
-      const inSubnet = held.filter((a) => a.subnet === externalNetworkOf(eip));
-      const allocated = inSubnet.length === 1 ? inSubnet[0]!.address : undefined;
-      out.push({
+/** Each EIP against its allocation (status.ip, the label) and its gateway (the address, the QoS filters). */
+function eipDrift(j: Judged, eip: IptablesEip): Drift[] {
+  const name = eip.metadata.name;
+  if (eip.metadata.deletionTimestamp || j.busy.has(name)) return [];
+  const held = j.s.allocations.filter((a) => a.owner.uid === eip.metadata.uid && a.family === 4);
+  const ip = eip.status?.ip;
+  const base = { eip: name, uid: eip.metadata.uid };
+  if (!ip)
+    return eip.status?.ready === true
+      ? [
+          {
+            kind: 'status-mismatch',
+            message: `EIP ${name} says Ready but has no status.ip`,
+            ...base,
+            repair: 'resync',
+          },
+        ]
+      : [];
+  const mine = held.find((a) => a.address === ip);
+  const out = statusDrift(j, eip, ip, held, mine);
+  const label = eip.metadata.labels?.[Label.eipV4Ip];
+  if (label !== ip)
+    out.push({
+      kind: 'label-mismatch',
+      message: `EIP ${name} has label ${Label.eipV4Ip}=${label === undefined ? '(none)' : label}, status.ip ${ip}`,
+      ...base,
+      address: ip,
+      repair: 'resync',
+    });
+  // Not claimed to be configured (a redo is pending), or claimed for an address it does not hold (above).
+  if (eip.status?.ready === true && mine) out.push(...gatewayDrift(j, eip, ip, mine));
+  return out;
+}
+
+/** status.ip against the EIP's allocations: an address it does not hold, or more than it uses. */
+function statusDrift(
+  j: Judged,
+  eip: IptablesEip,
+  ip: string,
+  held: readonly AuditAllocation[],
+  mine: AuditAllocation | undefined,
+): Drift[] {
+  const name = eip.metadata.name;
+  const base = { eip: name, uid: eip.metadata.uid, address: ip };
+  if (!mine) {
+    // The allocation is the source of truth: one address held in the EIP's subnet is what status.ip must say.
+    const inSubnet = held.filter((a) => a.subnet === externalNetworkOf(eip));
+    const allocated = inSubnet.length === 1 ? inSubnet[0]!.address : undefined;
+    return [
+      {
         kind: 'status-mismatch',
         message: `EIP ${name} has status.ip ${ip}, but that address is not allocated to it${held.length ? ` (it holds ${held.map((a) => a.address).join(', ')})` : ''}`,
         ...base,
-        address: ip,
         ...(allocated ? { allocated, repair: 'restore-status' as const } : { repair: 'resync' as const }),
-      });
-    } else {
-      const extra = held.filter(
-        (a) =>
-          a.address !== ip &&
-          a.subnet === mine.subnet &&
-          a.claimedAt !== undefined &&
-          a.claimedAt <= s.now - allocationGrace,
-      );
-      if (extra.length)
-        out.push({
-          kind: 'status-mismatch',
-          message: `EIP ${name} uses ${ip} but also holds ${extra.map((a) => a.address).join(', ')} in ${mine.subnet}`,
-          ...base,
-          address: ip,
-        });
-    }
-    const label = eip.metadata.labels?.[Label.eipV4Ip];
-    if (label !== ip)
-      out.push({
-        kind: 'label-mismatch',
-        message: `EIP ${name} has label ${Label.eipV4Ip}=${label === undefined ? '(none)' : label}, status.ip ${ip}`,
-        ...base,
-        address: ip,
-        repair: 'resync',
-      });
-
-    // Not claimed to be configured (a redo is pending), or claimed for an address it does not hold (above).
-    if (eip.status?.ready !== true || !mine) continue;
-    const gw = gatewayOfAllocation(mine, eip);
-    if (!gw || unreadable.has(gw)) continue;
-    const state = stateOf.get(gw);
-    if (!state) continue; // the gateway has no pod: nothing is configured anywhere; the core reports it
-    const present = state.addresses.find((a) => a.family === 4 && a.address === ip);
-    if (!present) {
-      out.push({
-        kind: 'missing-address',
-        message: `EIP ${name} is Ready with ${ip}, but ${ip} is not on gateway ${gw} (pod ${state.pod})`,
-        ...base,
-        gateway: gw,
-        address: ip,
-        subnet: mine.subnet,
-        repair: 'redo',
-      });
-      continue;
-    }
-    out.push(...qosDrift(eip, ip, gw, state.filters, s.qos));
+      },
+    ];
   }
+  const settled = j.s.now - j.allocationGrace;
+  const extra = held.filter(
+    (a) =>
+      a.address !== ip && a.subnet === mine.subnet && a.claimedAt !== undefined && a.claimedAt <= settled,
+  );
+  if (!extra.length) return [];
+  return [
+    {
+      kind: 'status-mismatch',
+      message: `EIP ${name} uses ${ip} but also holds ${extra.map((a) => a.address).join(', ')} in ${mine.subnet}`,
+      ...base,
+    },
+  ];
+}
 
-  // Filters for addresses nobody holds and no gateway carries (left behind by a removal that stopped halfway).
+/** A Ready EIP against its gateway as read: its address on net1, then its QoS filters. */
+function gatewayDrift(j: Judged, eip: IptablesEip, ip: string, mine: AuditAllocation): Drift[] {
+  const gw = gatewayOfAllocation(mine, eip);
+  if (!gw || j.unreadable.has(gw)) return [];
+  const state = j.stateOf.get(gw);
+  if (!state) return []; // the gateway has no pod: nothing is configured anywhere; the core reports it
+  if (state.addresses.some((a) => a.family === 4 && a.address === ip))
+    return qosDrift(eip, ip, gw, state.filters, j.s.qos);
+  return [
+    {
+      kind: 'missing-address',
+      message: `EIP ${eip.metadata.name} is Ready with ${ip}, but ${ip} is not on gateway ${gw} (pod ${state.pod})`,
+      eip: eip.metadata.name,
+      uid: eip.metadata.uid,
+      gateway: gw,
+      address: ip,
+      subnet: mine.subnet,
+      repair: 'redo',
+    },
+  ];
+}
+
+/** Filters for addresses nobody holds and no gateway carries (left behind by a removal that stopped halfway). */
+function strayFilters({ s, claims, where, own }: Judged): Drift[] {
+  const out: Drift[] = [];
   for (const g of s.gateways) {
     const seen = new Set<string>();
     for (const f of g.filters) {
@@ -310,13 +364,6 @@ export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[]
       });
     }
   }
-
-  for (const u of s.unreadable)
-    out.push({
-      kind: 'gateway-unreadable',
-      message: `gateway ${u.gateway}${u.pod ? ` (pod ${u.pod})` : ''} could not be inspected: ${u.error}`,
-      gateway: u.gateway,
-    });
   return out;
 }
 
@@ -345,40 +392,64 @@ function qosDrift(
   if (!(policyName in policies)) return [];
   const policy = policies[policyName];
   if (!policy) return []; // missing or invalid: the core reports it on the EIP
-  const out: Drift[] = [];
-  for (const direction of ['ingress', 'egress'] as const) {
-    const want = policy.rules.filter((r) => r.direction === direction);
-    const have = mineF.filter((f) => f.direction === direction);
-    // The script keeps one filter per address and direction; the last rule applied (name order) wins.
-    const rule = want.at(-1);
-    if (rule && have.length === 0) {
-      out.push({
+  const judged = { name, policyName, gw, ip, base };
+  return (['ingress', 'egress'] as const).flatMap((direction) =>
+    directionDrift(
+      judged,
+      direction,
+      // The script keeps one filter per address and direction; the last rule applied (name order) wins.
+      policy.rules.filter((r) => r.direction === direction).at(-1),
+      mineF.filter((f) => f.direction === direction),
+    ),
+  );
+}
+
+/** One direction of an EIP's QoS: the policy's rule (if any) against the filters the gateway has. */
+function directionDrift(
+  j: {
+    name: string;
+    policyName: string;
+    gw: string;
+    ip: string;
+    base: { eip: string; uid: string; gateway: string; address: string };
+  },
+  direction: 'ingress' | 'egress',
+  rule: QosRules['rules'][number] | undefined,
+  have: readonly QosFilter[],
+): Drift[] {
+  const { name, policyName, gw, ip, base } = j;
+  if (rule && have.length === 0)
+    return [
+      {
         kind: 'qos-drift',
         message: `EIP ${name}: the ${direction} limit of policy ${policyName} (${rule.rateMax} Mbit) is not on gateway ${gw}`,
         ...base,
         repair: 'redo',
-      });
-    } else if (!rule && have.length > 0) {
-      out.push({
-        kind: 'qos-drift',
-        message: `EIP ${name}: gateway ${gw} polices ${direction} traffic of ${ip} but policy ${policyName} has no ${direction} rule`,
-        ...base,
-      });
-    } else if (rule) {
-      const wantBps = Number(rule.rateMax) * 1e6;
-      const bad = have.find(
-        (f) => f.rateBps === undefined || Math.abs(f.rateBps - wantBps) > Math.max(8, wantBps / 1000),
-      );
-      if (bad)
-        out.push({
-          kind: 'qos-drift',
-          message: `EIP ${name}: ${direction} rate on gateway ${gw} is ${bad.rate ?? 'unknown'}, policy ${policyName} says ${rule.rateMax} Mbit`,
-          ...base,
-          repair: 'redo',
-        });
-    }
-  }
-  return out;
+      },
+    ];
+  if (!rule)
+    return have.length > 0
+      ? [
+          {
+            kind: 'qos-drift',
+            message: `EIP ${name}: gateway ${gw} polices ${direction} traffic of ${ip} but policy ${policyName} has no ${direction} rule`,
+            ...base,
+          },
+        ]
+      : [];
+  const wantBps = Number(rule.rateMax) * 1e6;
+  const bad = have.find(
+    (f) => f.rateBps === undefined || Math.abs(f.rateBps - wantBps) > Math.max(8, wantBps / 1000),
+  );
+  if (!bad) return [];
+  return [
+    {
+      kind: 'qos-drift',
+      message: `EIP ${name}: ${direction} rate on gateway ${gw} is ${bad.rate ?? 'unknown'}, policy ${policyName} says ${rule.rateMax} Mbit`,
+      ...base,
+      repair: 'redo',
+    },
+  ];
 }
 
 function canon(ip: string): string {
