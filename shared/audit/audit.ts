@@ -17,7 +17,7 @@ import type { Reason } from '../events.js';
 import type { Deps, Pool } from '../ports.js';
 import { type GatewayInspector, type GatewayState, inspectGateway } from './inspect.js';
 import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift, gatewayOfPod } from './model.js';
-import type { AuditStore } from './ports.js';
+import type { AddressRecord, AuditStore } from './ports.js';
 
 export interface AuditDeps extends Deps {
   inspector: GatewayInspector;
@@ -210,9 +210,24 @@ export async function repairDrift(
     actions.push(a);
     options.progress?.(`${a.result}: ${a.action} (${a.kind} ${a.target})${a.detail ? `: ${a.detail}` : ''}`);
   };
+  for (const [name, repair] of eipRepairs(report)) await repairEip(deps, name, repair, { dry, note });
+  await repairLeaks(deps, report, { dry, note });
+  await repairLeases(deps, report, { dry, note });
+  // Orphans: removed only once known to be older than the grace period.
+  await repairOrphans(deps, report, { dry, grace, note });
+  return actions;
+}
 
-  // EIPs: one core update each (the strongest reason wins: a redo re-adds the address and its QoS).
-  const perEip = new Map<string, { uid: string; reason: Reason; drift: Drift[] }>();
+type Note = (a: RepairAction) => void;
+interface EipRepair {
+  uid: string;
+  reason: Reason;
+  drift: Drift[];
+}
+
+/** EIPs: one core update each (the strongest reason wins: a redo re-adds the address and its QoS). */
+function eipRepairs(report: AuditReport): Map<string, EipRepair> {
+  const perEip = new Map<string, EipRepair>();
   for (const d of report.drift) {
     if ((d.repair !== 'redo' && d.repair !== 'resync' && d.repair !== 'restore-status') || !d.eip || !d.uid)
       continue;
@@ -221,117 +236,122 @@ export async function repairDrift(
     cur.drift.push(d);
     perEip.set(d.eip, cur);
   }
-  for (const [name, { uid, reason, drift }] of perEip) {
-    const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
-    const main = drift.find((d) => d.repair === 'redo') ?? drift[0]!;
-    const action = reason === 'gateway-restarted' ? `re-add on the gateway and rewrite status` : 'resync';
-    if (dry) {
-      note({
-        kind: main.kind,
-        target: name,
-        action: `${action} (update, reason ${reason})`,
-        result: 'planned',
-        detail: kinds,
-      });
-      continue;
-    }
-    const inv = invocation(deps, name, uid, reason);
-    try {
-      const restore = drift.find((d) => d.repair === 'restore-status');
-      if (restore) await restoreStatusIp(deps, inv, restore);
-      const outcome = await updateEip(inv, deps);
-      note({
-        kind: main.kind,
-        target: name,
-        action: `${action} (update, reason ${reason})`,
-        result: outcome.status === 'rejected' ? 'failed' : outcome.status === 'skipped' ? 'skipped' : 'done',
-        detail: describe(outcome),
-      });
-    } catch (e) {
-      const why = (e as Error).message;
-      // Ready without its address (not on the gateway, or no status.ip at all).
-      const missing = drift.find(
-        (d) => d.kind === 'missing-address' || (d.kind === 'status-mismatch' && d.address === undefined),
-      );
-      if (missing && (e instanceof GatewayCommandError || e instanceof GatewayNotReadyError)) {
-        // The address cannot be put back now: the status must stop saying Ready.
-        const marked = await markNotReady(deps, inv, missing, why).catch((err: unknown) => String(err));
-        note({
-          kind: missing.kind,
-          target: name,
-          action: 'mark not ready',
-          result: marked === true ? 'done' : 'failed',
-          detail:
-            marked === true
-              ? `re-add failed: ${why}`
-              : `re-add failed (${why}); status write failed: ${marked}`,
-        });
-      } else {
-        note({
-          kind: main.kind,
-          target: name,
-          action: `${action} (update, reason ${reason})`,
-          result: e instanceof LeaseHeldError ? 'skipped' : 'failed',
-          detail: why,
-        });
-      }
-    }
-  }
+  return perEip;
+}
 
-  // Leaked allocations: the garbage collector judges them again and releases what it agrees is gone.
-  if (report.drift.some((d) => d.repair === 'release')) {
-    if (!isGarbageCollector(deps.ipam)) {
-      note({
-        kind: 'leaked-allocation',
-        target: '(ipam)',
-        action: 'release',
-        result: 'skipped',
-        detail: 'this IPAM cannot collect garbage',
-      });
-    } else {
-      const gc = await collectGarbage(deps, deps.ipam, { dryRun: dry });
-      const released = new Set(gc.released.map((a) => `${a.subnet}|${a.address}`));
-      for (const d of report.drift.filter((x) => x.repair === 'release')) {
-        const done = released.has(`${d.subnet}|${d.address}`);
-        note({
-          kind: 'leaked-allocation',
-          target: `${d.address} (${d.subnet})`,
-          action: 'release through garbage collection',
-          result: dry ? 'planned' : done ? 'done' : 'skipped',
-          ...(!dry &&
-            !done && {
-              detail: 'the collector kept it (claimed too recently, owner found again, or already released)',
-            }),
-        });
-      }
-    }
+async function repairEip(
+  deps: AuditDeps,
+  name: string,
+  { uid, reason, drift }: EipRepair,
+  o: { dry: boolean; note: Note },
+): Promise<void> {
+  const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
+  const main = drift.find((d) => d.repair === 'redo') ?? drift[0]!;
+  const verb = reason === 'gateway-restarted' ? `re-add on the gateway and rewrite status` : 'resync';
+  const action = `${verb} (update, reason ${reason})`;
+  if (o.dry) {
+    o.note({ kind: main.kind, target: name, action, result: 'planned', detail: kinds });
+    return;
   }
+  const inv = invocation(deps, name, uid, reason);
+  try {
+    const restore = drift.find((d) => d.repair === 'restore-status');
+    if (restore) await restoreStatusIp(deps, inv, restore);
+    const outcome = await updateEip(inv, deps);
+    const result =
+      outcome.status === 'rejected' ? 'failed' : outcome.status === 'skipped' ? 'skipped' : 'done';
+    o.note({ kind: main.kind, target: name, action, result, detail: describe(outcome) });
+  } catch (e) {
+    o.note(await eipRepairFailed(deps, inv, drift, e, { kind: main.kind, target: name, action }));
+  }
+}
 
-  // Stale leases.
+/**
+ * The update failed. An EIP Ready without its address whose re-add the gateway refused is marked not Ready (the
+ * status must stop claiming it); anything else is reported as failed, or skipped when another holds the lease.
+ */
+async function eipRepairFailed(
+  deps: AuditDeps,
+  inv: Invocation,
+  drift: readonly Drift[],
+  e: unknown,
+  planned: Pick<RepairAction, 'kind' | 'target' | 'action'>,
+): Promise<RepairAction> {
+  const why = (e as Error).message;
+  // Ready without its address (not on the gateway, or no status.ip at all).
+  const missing = drift.find(
+    (d) => d.kind === 'missing-address' || (d.kind === 'status-mismatch' && d.address === undefined),
+  );
+  if (!missing || !(e instanceof GatewayCommandError || e instanceof GatewayNotReadyError))
+    return { ...planned, result: e instanceof LeaseHeldError ? 'skipped' : 'failed', detail: why };
+  const marked = await markNotReady(deps, inv, missing, why).catch((err: unknown) => String(err));
+  return {
+    kind: missing.kind,
+    target: planned.target,
+    action: 'mark not ready',
+    result: marked === true ? 'done' : 'failed',
+    detail:
+      marked === true ? `re-add failed: ${why}` : `re-add failed (${why}); status write failed: ${marked}`,
+  };
+}
+
+/** Leaked allocations: the garbage collector judges them again and releases what it agrees is gone. */
+async function repairLeaks(
+  deps: AuditDeps,
+  report: AuditReport,
+  o: { dry: boolean; note: Note },
+): Promise<void> {
+  const leaks = report.drift.filter((x) => x.repair === 'release');
+  if (leaks.length === 0) return;
+  if (!isGarbageCollector(deps.ipam)) {
+    const detail = 'this IPAM cannot collect garbage';
+    o.note({ kind: 'leaked-allocation', target: '(ipam)', action: 'release', result: 'skipped', detail });
+    return;
+  }
+  const gc = await collectGarbage(deps, deps.ipam, { dryRun: o.dry });
+  const released = new Set(gc.released.map((a) => `${a.subnet}|${a.address}`));
+  for (const d of leaks) {
+    const done = released.has(`${d.subnet}|${d.address}`);
+    o.note({
+      kind: 'leaked-allocation',
+      target: `${d.address} (${d.subnet})`,
+      action: 'release through garbage collection',
+      result: o.dry ? 'planned' : done ? 'done' : 'skipped',
+      ...(!o.dry &&
+        !done && {
+          detail: 'the collector kept it (claimed too recently, owner found again, or already released)',
+        }),
+    });
+  }
+}
+
+/** Stale leases: deleted only if still exactly as the audit read them. */
+async function repairLeases(
+  deps: AuditDeps,
+  report: AuditReport,
+  o: { dry: boolean; note: Note },
+): Promise<void> {
   for (const d of report.drift.filter((x) => x.repair === 'delete-lease' && x.lease)) {
-    if (dry) {
-      note({ kind: 'stale-lease', target: d.lease!.key, action: 'delete lease', result: 'planned' });
+    const target = d.lease!.key;
+    if (o.dry) {
+      o.note({ kind: 'stale-lease', target, action: 'delete lease', result: 'planned' });
       continue;
     }
     const ok = await deps.store.deleteLease(d.lease!);
-    note({
+    o.note({
       kind: 'stale-lease',
-      target: d.lease!.key,
+      target,
       action: 'delete lease',
       result: ok ? 'done' : 'skipped',
       ...(!ok && { detail: 'taken over or given back meanwhile' }),
     });
   }
-
-  // Orphans: removed only once known to be older than the grace period.
-  await repairOrphans(deps, report, { dry, grace, note });
-  return actions;
 }
 
 async function repairOrphans(
   deps: AuditDeps,
   report: AuditReport,
-  o: { dry: boolean; grace: number; note: (a: RepairAction) => void },
+  o: { dry: boolean; grace: number; note: Note },
 ): Promise<void> {
   const now = deps.clock.now();
   const orphans = report.drift.filter((d) => d.kind === 'orphan-address' && d.repair === 'remove-orphan');
@@ -343,74 +363,63 @@ async function repairOrphans(
     if (!o.dry)
       for (const address of seen.keys())
         if (!current.some((d) => d.address === address)) await deps.store.forgetSighting(g.gateway, address);
-    for (const d of current) {
-      const address = d.address!;
-      const target = `${address}/${d.prefix} on ${g.gateway}`;
-      const record = await deps.store.addressRecord(d.subnet!, address);
-      if (record.state === 'held') {
-        o.note({
-          kind: 'orphan-address',
-          target,
-          action: 'remove',
-          result: 'skipped',
-          detail: 'claimed since the audit read the table',
-        });
-        continue;
-      }
-      // With no grace at all (an operator's explicit choice), this sighting is enough.
-      const firstSeen = seen.get(address) ?? (o.grace === 0 ? now : undefined);
-      const evidence =
-        record.state === 'released' && record.releasedAt <= now - o.grace
-          ? `released ${ago(now - record.releasedAt)} ago`
-          : firstSeen !== undefined && firstSeen <= now - o.grace
-            ? `first seen ${ago(now - firstSeen)} ago`
-            : undefined;
-      if (!evidence) {
-        if (!o.dry && firstSeen === undefined) await deps.store.recordSighting(g.gateway, address, now);
-        const since = firstSeen ?? now;
-        o.note({
-          kind: 'orphan-address',
-          target,
-          action: 'remove',
-          result: 'waiting',
-          detail: `first seen ${ago(now - since)} ago, grace ${ago(o.grace)}: removable by an audit ${ago(since + o.grace - now)} from now or later`,
-        });
-        continue;
-      }
-      if (o.dry) {
-        o.note({
-          kind: 'orphan-address',
-          target,
-          action: 'remove (eip-del, QoS deletions)',
-          result: 'planned',
-          detail: evidence,
-        });
-        continue;
-      }
-      const pod = pods.find((p) => gatewayOfPod(p) === g.gateway);
-      try {
-        if (!pod) throw new GatewayNotReadyError(`gateway ${g.gateway} has no pod`);
-        await deps.gateway.run(pod, 'eip-del', [`${address}/${d.prefix}`]);
-        await deps.gateway.run(pod, 'eip-ingress-qos-del', [address]);
-        await deps.gateway.run(pod, 'eip-egress-qos-del', [address]);
-        await deps.store.forgetSighting(g.gateway, address);
-        o.note({
-          kind: 'orphan-address',
-          target,
-          action: 'remove (eip-del, QoS deletions)',
-          result: 'done',
-          detail: evidence,
-        });
-      } catch (e) {
-        o.note({
-          kind: 'orphan-address',
-          target,
-          action: 'remove',
-          result: 'failed',
-          detail: (e as Error).message,
-        });
-      }
-    }
+    const pod = pods.find((p) => gatewayOfPod(p) === g.gateway);
+    for (const d of current) await repairOrphan(deps, { gateway: g.gateway, pod, seen, now }, d, o);
+  }
+}
+
+/** Why an orphan is known to be older than the grace period (released, or first seen, long enough ago), if it is. */
+function orphanEvidence(record: AddressRecord, firstSeen: number | undefined, now: number, grace: number) {
+  if (record.state === 'released' && record.releasedAt <= now - grace)
+    return `released ${ago(now - record.releasedAt)} ago`;
+  if (firstSeen !== undefined && firstSeen <= now - grace) return `first seen ${ago(now - firstSeen)} ago`;
+  return undefined;
+}
+
+/** One orphan address on gateway `at.gateway`: skipped when claimed meanwhile, waiting, or removed. */
+async function repairOrphan(
+  deps: AuditDeps,
+  at: { gateway: string; pod: GatewayPod | undefined; seen: Map<string, number>; now: number },
+  d: Drift,
+  o: { dry: boolean; grace: number; note: Note },
+): Promise<void> {
+  const { gateway, pod, seen, now } = at;
+  const address = d.address!;
+  const target = `${address}/${d.prefix} on ${gateway}`;
+  const orphan = (a: Omit<RepairAction, 'kind' | 'target'>) =>
+    o.note({ kind: 'orphan-address', target, ...a });
+  const record = await deps.store.addressRecord(d.subnet!, address);
+  if (record.state === 'held') {
+    orphan({ action: 'remove', result: 'skipped', detail: 'claimed since the audit read the table' });
+    return;
+  }
+  // With no grace at all (an operator's explicit choice), this sighting is enough.
+  const firstSeen = seen.get(address) ?? (o.grace === 0 ? now : undefined);
+  const evidence = orphanEvidence(record, firstSeen, now, o.grace);
+  if (!evidence) {
+    if (!o.dry && firstSeen === undefined) await deps.store.recordSighting(gateway, address, now);
+    const since = firstSeen ?? now;
+    orphan({
+      action: 'remove',
+      result: 'waiting',
+      detail: `first seen ${ago(now - since)} ago, grace ${ago(o.grace)}: removable by an audit ${ago(since + o.grace - now)} from now or later`,
+    });
+    return;
+  }
+  const action = 'remove (eip-del, QoS deletions)';
+  if (o.dry) {
+    orphan({ action, result: 'planned', detail: evidence });
+    return;
+  }
+  try {
+    if (!pod) throw new GatewayNotReadyError(`gateway ${gateway} has no pod`);
+    await deps.gateway.run(pod, 'eip-del', [`${address}/${d.prefix}`]);
+    await deps.gateway.run(pod, 'eip-ingress-qos-del', [address]);
+    await deps.gateway.run(pod, 'eip-egress-qos-del', [address]);
+    await deps.store.forgetSighting(gateway, address);
+    orphan({ action, result: 'done', detail: evidence });
+  } catch (e) {
+    orphan({ action: 'remove', result: 'failed', detail: (e as Error).message });
   }
 }
 
