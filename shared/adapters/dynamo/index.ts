@@ -9,7 +9,7 @@
  *   const a = await ipam.claimAny(pool, { uid: eip.metadata.uid, name: eip.metadata.name });
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { Clock, Ipam, Leases, Logger, Metrics } from '../../ports.js';
+import type { Clock, Leases, Logger, Metrics } from '../../ports.js';
 import { DynamoIpam, type IpamTuning } from './ipam.js';
 import { DynamoLeases } from './leases.js';
 import { Store } from './store.js';
