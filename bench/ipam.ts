@@ -81,6 +81,7 @@ export const suite: Suite = {
   run,
 };
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a benchmark's measurement loop kept in one piece so that what is timed stays visible; not product code
 async function run(args: readonly string[]): Promise<SuiteResult> {
   const opt = parseArgs(args);
   const local = await startLocalDynamo();
@@ -276,6 +277,7 @@ interface Worker {
   conflicts(): number;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a benchmark's measurement loop kept in one piece so that what is timed stays visible; not product code
 async function measure(
   endpoint: string,
   kind: AllocatorKind,
@@ -395,6 +397,7 @@ function makeWorker(
       counter,
       conflicts: () => conflicts,
       lockWaits: () => 0,
+      // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a benchmark's measurement loop kept in one piece so that what is timed stays visible; not product code
       claim: async (uid) => {
         // Free according to the bookkeeping, which every claim that has returned is already in; what the other
         // allocators are writing right now is unknown, as it is to any allocator that does not coordinate.
@@ -641,6 +644,7 @@ function log(line: string): void {
   process.stderr.write(`${line}\n`);
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a benchmark's measurement loop kept in one piece so that what is timed stays visible; not product code
 function render(
   results: RunResult[],
   verification: { subnet: string; allocator: string; lost: number; foreign: number }[],

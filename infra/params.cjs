@@ -40,6 +40,7 @@ const list = (v) =>
  * Validates raw parameter values (strings, as osls passes them) and returns the values serverless.yml uses.
  * @throws Error listing every problem
  */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: every deploy parameter validated in one place, in the order of docs/configuration.md; pinned by test/unit/infra-template.test.ts
 function validate(raw) {
   const v = { ...DEFAULTS };
   for (const [k, val] of Object.entries(raw))

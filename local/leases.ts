@@ -24,6 +24,7 @@ export function stackInstance(): { id: string; holderId: () => string } {
  * `current`). Each delete is conditional on the holder and expiry it read, so a lease taken over meanwhile stays.
  * Returns the keys it broke.
  */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local stack's predecessor-lease break (ADR 0023) in one sequence; lab code, not shipped
 export async function breakPredecessorLeases(
   client: DynamoDBClient,
   tableName: string,

@@ -90,6 +90,7 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local stack's start-up in its documented order (ADR 0046), pinned by test/e2e; lab code, not shipped
 export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
   const say = options.say ?? ((line: string) => process.stdout.write(`${line}\n`));
   const log =

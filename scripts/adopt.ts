@@ -41,6 +41,7 @@ function line(a: EipAdoption): string {
   return `${a.status.padEnd(8)} ${a.eip}${where}${redo}${a.reason ? ` — ${a.reason}` : ''}`;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a command-line tool's main (flags, target, report, exit status) in one readable sequence, covered end to end by test/e2e
 async function main(): Promise<number> {
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   let values: Record<string, unknown>;

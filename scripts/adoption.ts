@@ -146,6 +146,7 @@ export async function adoptEips(
   return { dryRun, eips: results, gatewayPods, counts };
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: one EIP's adoption steps in the order ADR 0031 gives them, pinned by test/integration/adopt.test.ts; a command-line tool, not shipped
 async function adoptOne(
   deps: AdoptDeps,
   eip: IptablesEip,

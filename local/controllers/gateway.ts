@@ -176,6 +176,7 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
     return { state: off ? 'off' : 'unknown', ...(f.reason !== undefined && { reason: f.reason }) };
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a kube-ovn controller's reconcile step in kube-ovn's own order (local/controllers/README.md), pinned by test/integration/k8s-standins.test.ts
   function desiredPod(gw: VpcNatGateway): Desired {
     const name = gw.metadata.name;
     const extNet = externalNetworkOfGateway(gw);
@@ -277,6 +278,7 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
     }
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a kube-ovn controller's reconcile step in kube-ovn's own order (local/controllers/README.md), pinned by test/integration/k8s-standins.test.ts
   async function reconcile(name: string): Promise<void> {
     const gw = gateways.get(name);
     const pod = pods.get(gatewayPodName(name), ns);

@@ -143,6 +143,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<{
   }
 
   /** Lowest free address of the subnet's IPv4 pool (kube-ovn's IPAM ignores this product's EIP range). */
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a kube-ovn controller's reconcile step in kube-ovn's own order (local/controllers/README.md), pinned by test/integration/k8s-standins.test.ts
   function allocate(e: Eip, subnet: Subnet): { ip: string; prefix: number; gateway: string } {
     const pool = poolsOf(subnet).find((p) => p.family === 4);
     if (!pool) throw new Error(`subnet ${subnet.metadata.name} has no IPv4 CIDR`);
@@ -203,6 +204,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<{
     }
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a kube-ovn controller's reconcile step in kube-ovn's own order (local/controllers/README.md), pinned by test/integration/k8s-standins.test.ts
   async function reconcileEip(name: string): Promise<void> {
     const e = eips.get(name);
     if (!e) return;

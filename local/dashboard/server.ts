@@ -163,6 +163,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     return held;
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local dashboard's state or page assembled in one pass, pinned by test/e2e/dashboard-browser.test.ts
   async function state(): Promise<DashboardState> {
     const now = Date.now();
     options.recorder.prune();

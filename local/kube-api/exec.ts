@@ -229,6 +229,7 @@ export class ExecServer {
       onStdinEnd?.();
     });
 
+    // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
     const run = async (): Promise<void> => {
       // Nothing is sent before the client can route it. client-go (kubectl) starts reading the socket in one
       // goroutine and creates its stdout/stderr/error streams in another; a frame that arrives before its stream

@@ -133,6 +133,7 @@ async function installCrds(
   log(`CRDs installed from ${dir}`);
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeApi> {
   const log = options.log ?? (() => {});
   const registry = new Registry();

@@ -142,6 +142,7 @@ export class Objects {
 
   // ---------------------------------------------------------------- validation helpers
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private metadataErrors(def: ResourceDef, obj: JsonObject, ctx: WriteContext): FieldError[] {
     const m = meta(obj);
     const errors: FieldError[] = [];
@@ -294,6 +295,7 @@ export class Objects {
 
   // ---------------------------------------------------------------- create
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   create(def: ResourceDef, namespace: string | undefined, body: unknown, ctx: WriteContext): WriteOutcome {
     if (!isObject(body)) throw badRequest('the body of the request must be a JSON object');
     let obj = clone(body);
@@ -398,6 +400,7 @@ export class Objects {
     return this.commit(def, existing, obj, subresource, ctx);
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   patch(
     def: ResourceDef,
     namespace: string | undefined,
@@ -456,6 +459,7 @@ export class Objects {
   }
 
   /** The shared second half of PUT and PATCH: system fields, status rules, generation, finalizers, no-op. */
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private commit(
     def: ResourceDef,
     existing: JsonObject,
@@ -575,6 +579,7 @@ export class Objects {
 
   // ---------------------------------------------------------------- delete
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   delete(
     def: ResourceDef,
     namespace: string | undefined,
@@ -680,6 +685,7 @@ const TRACKED_META = new Set(['labels', 'annotations', 'finalizers', 'ownerRefer
  * The fields a write changed, in the FieldsV1 form (`{"f:status": {"f:ready": {}}}`): spec, status and any other
  * top-level field, and the labels, annotations, finalizers and ownerReferences of metadata, three levels deep.
  */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 function changedFields(before: JsonObject, after: JsonObject): JsonObject | undefined {
   const diff = (a: JsonValue | undefined, b: JsonValue | undefined, depth: number): JsonObject => {
     if (depth === 0 || !isObject(a ?? {}) || !isObject(b ?? {}) || a === null || b === null) return {};

@@ -146,6 +146,7 @@ export function decodeJsonPatch(body: unknown): JsonObject[] {
   return body.map((op) => (isObject(op) ? op : {}));
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 function applyOp(root: { doc: JsonValue }, op: JsonObject): void {
   const kind = typeof op.op === 'string' ? op.op : '';
   const path = typeof op.path === 'string' ? op.path : undefined;
@@ -316,6 +317,7 @@ function smpError(message: string): ApiError {
   return badRequest(message);
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 function smpMergeList(
   field: string,
   parentField: string | undefined,
@@ -354,6 +356,7 @@ function smpMergeList(
   return out;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 function smpMap(field: string | undefined, original: JsonObject, patch: JsonObject): JsonObject {
   if (patch.$patch === 'replace') {
     const { $patch: _, ...rest } = patch;

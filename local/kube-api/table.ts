@@ -28,6 +28,7 @@ function col(name: string, type: string, description: string, priority = 0, form
 const nameColumn = col('Name', 'string', NAME_DESCRIPTION, 0, 'name');
 
 /** kubectl's duration.HumanDuration. */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 export function humanDuration(ms: number): string {
   const seconds = Math.trunc(ms / 1000);
   if (seconds < -1) return '<invalid>';
@@ -66,6 +67,7 @@ function since(ts: JsonValue | undefined, now: number): string {
 }
 
 /** Evaluates the simple JSONPaths printer columns use: `.a.b`, `.a[0].b`, `.a['x.y']`, optionally in `{}`. */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 export function evalJsonPath(obj: JsonValue, path: string): JsonValue | undefined {
   let p = path.trim();
   if (p.startsWith('{') && p.endsWith('}')) p = p.slice(1, -1);
@@ -89,6 +91,7 @@ export function evalJsonPath(obj: JsonValue, path: string): JsonValue | undefine
 }
 
 /** A cell of a CRD printer column (apiextensions tableconvertor: cellForJSONValue / PrintResults). */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 function crdCell(column: PrinterColumn, obj: JsonObject, now: number): JsonValue {
   const v = evalJsonPath(obj, column.jsonPath);
   if (v === undefined || v === null) return null;
@@ -213,6 +216,7 @@ function obj(v: JsonValue | undefined): JsonObject {
   return isObject(v) ? v : {};
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 function podCells(pod: JsonObject, now: number): JsonValue[] {
   const m = obj(pod.metadata);
   const spec = obj(pod.spec);

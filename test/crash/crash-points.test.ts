@@ -261,6 +261,7 @@ afterAll(() => {
 });
 
 describe.each(scenarios)('crash points — $name', (s) => {
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
   it('every side-effecting step: crash right after it, redeliver → the uninterrupted end state', async () => {
     // The uninterrupted runs: the event alone, and the event followed by the sibling.
     const clean = await prepared(s);

@@ -42,6 +42,7 @@ export function seam(deps: Deps, crashAfter = Number.POSITIVE_INFINITY): Seam {
             if (s.crashed) throw new Crash(s.crashed);
             return (v as (...a: unknown[]) => unknown).apply(t, args);
           };
+        // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
         return async (...args: unknown[]) => {
           if (s.crashed) throw new Crash(s.crashed);
           const result = await (v as (...a: unknown[]) => unknown).apply(t, args);

@@ -17,6 +17,7 @@ export function normalized(w: World): unknown {
 }
 
 /** Problems a converged world must not have; [] when clean. */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
 export function invariantViolations(w: World, baselineNet1: readonly string[] = []): string[] {
   const problems: string[] = [];
   const eips = [...w.cluster.eips.values()];

@@ -121,6 +121,7 @@ function replayWorld() {
      * a create under the name of an object still terminating, which the API refuses: `blocked` asks the runner to
      * let that object go first (the user retries), and the create is dropped if it never goes.
      */
+    // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
     apply(c: Change): EipEvent[] | { blocked: Name } {
       const eip = 'eip' in c ? w.get(c.eip) : undefined;
       switch (c.kind) {
@@ -305,6 +306,7 @@ describe('replay: duplicated, reordered, delayed and stale events converge', () 
     await fc.assert(
       fc.asyncProperty(
         fc.array(stepArb, { minLength: 1, maxLength: LONG ? 80 : 40, size: LONG ? 'max' : 'medium' }),
+        // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
         async (steps) => {
           sequences += 1;
           // In order: every event delivered once, right after the change that caused it.

@@ -94,6 +94,7 @@ function renderWidgets(s: State): void {
   $('#widgets-note').textContent = first
     ? `Same metric names, dimension sets and statistics as the CloudWatch dashboard; a 300 s CloudWatch period is ${first.localPeriod} s here, ${first.times.length} periods shown.`
     : '';
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local dashboard's state or page assembled in one pass, pinned by test/e2e/dashboard-browser.test.ts
   s.widgets.forEach((w, i) => {
     const id = `w${i}`;
     let card = document.getElementById(id);
