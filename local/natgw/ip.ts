@@ -28,7 +28,7 @@ interface IpFlags {
   family?: 4 | 6;
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 export function ip(net: NetState, argv: readonly string[]): ToolResult {
   const flags: IpFlags = { oneline: false };
   let i = 0;
@@ -150,7 +150,7 @@ function linkHeader(net: NetState, l: Link, modeLine: boolean): string[] {
   ];
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function addrModify(net: NetState, args: readonly string[], op: 'add' | 'replace' | 'del'): ToolResult {
   let local: string | undefined;
   let dev: string | undefined;
@@ -196,7 +196,7 @@ function addrModify(net: NetState, args: readonly string[], op: 'add' | 'replace
 
 // ---------------------------------------------------------------- ip link
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function link(net: NetState, args: readonly string[]): ToolResult {
   const [cmd, ...rest] = args;
   if (cmd === undefined || matches(cmd, 'list') || matches(cmd, 'show') || cmd === 'lst') {
@@ -268,7 +268,7 @@ export function routeTable(net: NetState, family: 4 | 6 = 4): string {
     .join('');
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function routeModify(net: NetState, args: readonly string[], op: 'add' | 'replace' | 'del'): ToolResult {
   let dstText: string | undefined;
   let viaText: string | undefined;

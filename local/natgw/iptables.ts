@@ -73,7 +73,7 @@ type Command =
   | { op: 'N' | 'X' | 'F' | 'S'; chain?: string }
   | { op: 'A' | 'D' | 'C'; chain: string; rule: NatRule };
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 export function iptables(net: NetState, argv: readonly string[]): ToolResult {
   let table = 'filter';
   let command: 'N' | 'X' | 'F' | 'S' | 'A' | 'D' | 'C' | undefined;
@@ -274,7 +274,7 @@ function completeRule(spec: Partial<NatRule> & { targetArgs: string[] }): NatRul
   };
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function run(net: NetState, cmd: Command): ToolResult {
   const noChain = fail('iptables: No chain/target/match by that name.\n', 1);
   switch (cmd.op) {

@@ -317,7 +317,7 @@ export class NatGatewaySim {
   }
 
   /** iputils arping, enough for `arping -I net1 -c 3 -D <ip>` (DAD) and the gratuitous forms. */
-  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
   private arping(args: readonly string[]): ToolResult {
     let dev = 'eth0';
     let count = 3;

@@ -23,7 +23,7 @@ interface TcFlags {
   details: boolean;
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 export function tc(net: NetState, argv: readonly string[]): ToolResult {
   const flags: TcFlags = { pretty: false, stats: false, details: false };
   let i = 0;
@@ -79,7 +79,7 @@ function qdiscLine(q: Qdisc | undefined, dev: string | undefined): string {
   return `qdisc htb ${q.handle}${on} root refcnt 2 r2q 10 default 0 direct_packets_stat 0 direct_qlen 1000`;
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function qdiscShow(net: NetState, args: readonly string[]): ToolResult {
   let dev: string | undefined;
   let which: 'ingress' | 'root' | undefined;
@@ -103,7 +103,7 @@ function qdiscShow(net: NetState, args: readonly string[]): ToolResult {
   return ok(lines.map((s) => `${s}\n`).join(''));
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function qdiscAdd(net: NetState, args: readonly string[]): ToolResult {
   let dev: string | undefined;
   let handle: string | undefined;
@@ -261,7 +261,7 @@ interface FilterTarget {
   rest: string[];
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function filterHead(args: readonly string[]): FilterTarget | ToolResult {
   const t: FilterTarget = { rest: [] };
   let i = 0;
@@ -296,7 +296,7 @@ function resolveParent(net: NetState, parent: string | undefined): Qdisc | undef
   return net.qdisc(parent);
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function filterShow(net: NetState, args: readonly string[], flags: TcFlags): ToolResult {
   const t = filterHead(args);
   if (isResult(t)) return t;
@@ -344,7 +344,7 @@ function matchText(n: U32Node, pretty: boolean): string {
 
 const POLICE_ACTIONS = ['drop', 'shot', 'pass', 'ok', 'continue', 'reclassify', 'pipe'];
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function filterAdd(net: NetState, args: readonly string[]): ToolResult {
   const t = filterHead(args);
   if (isResult(t)) return t;
@@ -409,7 +409,7 @@ function filterAdd(net: NetState, args: readonly string[]): ToolResult {
   return ok();
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option, pinned by test/unit/natgw-*.test.ts against the real tool; the branches are that grammar
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function parsePolice(
   opts: readonly string[],
   start: number,
