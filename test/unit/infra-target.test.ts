@@ -90,7 +90,11 @@ describe('resolveTarget', () => {
   it('accepts a real cluster with its own table', () => {
     const t = resolveTarget({ stack: stackFile, kubeconfig: realKubeconfig, table: 'prod-ipam' }, {});
     expect(t?.config.kube).toEqual({ kind: 'kubeconfig', path: realKubeconfig });
-    expect(t?.config.dynamo).toEqual({ tableName: 'prod-ipam', region: 'us-east-1' });
+    expect(t?.config.dynamo).toEqual({
+      tableName: 'prod-ipam',
+      region: 'us-east-1',
+      placeholderCredentials: false,
+    });
   });
 
   it('never falls back when something is named: a cluster without a table, a missing kubeconfig', () => {
