@@ -8,7 +8,12 @@
  * against the stack) are left to expire.
  */
 import { randomUUID } from 'node:crypto';
-import { DeleteItemCommand, type DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import {
+  type AttributeValue,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  ScanCommand,
+} from '@aws-sdk/client-dynamodb';
 import { LEASE_SK } from '../shared/adapters/dynamo/layout.js';
 
 export const STACK_HOLDER_PREFIX = 'local-stack:';
@@ -24,7 +29,6 @@ export function stackInstance(): { id: string; holderId: () => string } {
  * `current`). Each delete is conditional on the holder and expiry it read, so a lease taken over meanwhile stays.
  * Returns the keys it broke.
  */
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local stack's predecessor-lease break (ADR 0023) in one sequence; lab code, not shipped
 export async function breakPredecessorLeases(
   client: DynamoDBClient,
   tableName: string,
@@ -46,22 +50,34 @@ export async function breakPredecessorLeases(
     for (const item of page.Items ?? []) {
       const holder = item.holder?.S ?? '';
       if (holder.startsWith(`${STACK_HOLDER_PREFIX}${current}:`)) continue;
-      try {
-        await client.send(
-          new DeleteItemCommand({
-            TableName: tableName,
-            Key: { pk: item.pk!, sk: item.sk! },
-            ConditionExpression: '#holder = :holder AND #expiresAt = :expiresAt',
-            ExpressionAttributeNames: { '#holder': 'holder', '#expiresAt': 'expiresAt' },
-            ExpressionAttributeValues: { ':holder': { S: holder }, ':expiresAt': item.expiresAt! },
-          }),
-        );
+      if (await deleteIfUnchanged(client, tableName, item, holder))
         broken.push(item.leaseKey?.S ?? item.pk?.S ?? '?');
-      } catch (e) {
-        if ((e as { name?: string }).name !== 'ConditionalCheckFailedException') throw e;
-      }
     }
     start = page.LastEvaluatedKey as Record<string, never> | undefined;
   } while (start);
   return broken;
+}
+
+/** Deletes the lease item only if its holder and expiry are still what was read; false when it changed meanwhile. */
+async function deleteIfUnchanged(
+  client: DynamoDBClient,
+  tableName: string,
+  item: Record<string, AttributeValue>,
+  holder: string,
+): Promise<boolean> {
+  try {
+    await client.send(
+      new DeleteItemCommand({
+        TableName: tableName,
+        Key: { pk: item.pk!, sk: item.sk! },
+        ConditionExpression: '#holder = :holder AND #expiresAt = :expiresAt',
+        ExpressionAttributeNames: { '#holder': 'holder', '#expiresAt': 'expiresAt' },
+        ExpressionAttributeValues: { ':holder': { S: holder }, ':expiresAt': item.expiresAt! },
+      }),
+    );
+    return true;
+  } catch (e) {
+    if ((e as { name?: string }).name !== 'ConditionalCheckFailedException') throw e;
+    return false;
+  }
 }

@@ -63,7 +63,6 @@ export async function createTableInput(tableName: string, url?: URL): Promise<Cr
  * defined key schema and indexes (otherwise this throws: the adapter would misbehave on it). TTL is switched
  * on where the endpoint supports it (dynalite does not; leases never rely on the sweep anyway).
  */
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the lab's table set-up with its wait-until-active loop; lab code, not shipped
 export async function ensureTable(
   client: DynamoDBClient,
   tableName: string,
@@ -78,34 +77,45 @@ export async function ensureTable(
   } catch (e) {
     if ((e as Error).name !== 'ResourceInUseException') throw wrap(tableName, 'create', e);
   }
-  const deadline = Date.now() + (options.timeoutMs ?? 60_000);
-  let described: DescribeTableCommandOutput;
+  const described = await untilActive(client, tableName, Date.now() + (options.timeoutMs ?? 60_000));
+  if (!created) assertSameShape(tableName, input, described);
+  const ttl = def.Properties.TimeToLiveSpecification;
+  if (created && ttl?.Enabled) await enableTtl(client, tableName, ttl.AttributeName);
+}
+
+/** Describes the table until it and its indexes are ACTIVE; throws past `deadline`. */
+async function untilActive(
+  client: DynamoDBClient,
+  tableName: string,
+  deadline: number,
+): Promise<DescribeTableCommandOutput> {
   for (;;) {
-    described = await client.send(new DescribeTableCommand({ TableName: tableName })).catch((e: unknown) => {
-      throw wrap(tableName, 'describe', e);
-    });
+    const described = await client
+      .send(new DescribeTableCommand({ TableName: tableName }))
+      .catch((e: unknown) => {
+        throw wrap(tableName, 'describe', e);
+      });
     const gsisActive = (described.Table?.GlobalSecondaryIndexes ?? []).every(
       (g) => !g.IndexStatus || g.IndexStatus === 'ACTIVE',
     );
-    if (described.Table?.TableStatus === 'ACTIVE' && gsisActive) break;
+    if (described.Table?.TableStatus === 'ACTIVE' && gsisActive) return described;
     if (Date.now() > deadline)
       throw new StoreUnavailableError(`table ${tableName} did not become ACTIVE in time`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  if (!created) assertSameShape(tableName, input, described);
-  const ttl = def.Properties.TimeToLiveSpecification;
-  if (created && ttl?.Enabled) {
-    try {
-      await client.send(
-        new UpdateTimeToLiveCommand({
-          TableName: tableName,
-          TimeToLiveSpecification: { AttributeName: ttl.AttributeName, Enabled: true },
-        }),
-      );
-    } catch (e) {
-      // dynalite: UnknownOperationException. Nothing depends on the sweep.
-      if ((e as Error).name !== 'UnknownOperationException') throw wrap(tableName, 'enable TTL on', e);
-    }
+}
+
+/** TTL on, where the endpoint supports it (dynalite does not: UnknownOperationException; nothing depends on it). */
+async function enableTtl(client: DynamoDBClient, tableName: string, attributeName: string): Promise<void> {
+  try {
+    await client.send(
+      new UpdateTimeToLiveCommand({
+        TableName: tableName,
+        TimeToLiveSpecification: { AttributeName: attributeName, Enabled: true },
+      }),
+    );
+  } catch (e) {
+    if ((e as Error).name !== 'UnknownOperationException') throw wrap(tableName, 'enable TTL on', e);
   }
 }
 
