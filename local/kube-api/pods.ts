@@ -599,24 +599,11 @@ export class Kubelet {
       if (!spec?.nodeName || m.deletionTimestamp) continue;
       const namespace = String(m.namespace);
       const name = String(m.name);
-      if (isGatewayPod(pod)) {
-        if (!this.options.backend) this.createSim(pod);
-        const now = this.now();
-        const lastState = new Map<string, JsonObject>();
-        for (const cs of arr((pod.status as JsonObject | undefined)?.containerStatuses)) {
-          const running = isObject(cs.state) && isObject(cs.state.running) ? cs.state.running : undefined;
-          lastState.set(String(cs.name), {
-            terminated: {
-              exitCode: 255,
-              reason: 'Unknown',
-              startedAt: (running?.startedAt as JsonValue) ?? now,
-              finishedAt: now,
-            },
-          });
-        }
-        if (this.options.backend) this.startOnBackend(namespace, name, { restart: true, lastState });
-        else this.start(namespace, name, { restart: true, lastState });
-      }
+      if (!isGatewayPod(pod)) continue;
+      if (!this.options.backend) this.createSim(pod);
+      const lastState = terminatedByReboot(pod, this.now());
+      if (this.options.backend) this.startOnBackend(namespace, name, { restart: true, lastState });
+      else this.start(namespace, name, { restart: true, lastState });
     }
   }
 
@@ -653,4 +640,21 @@ function sortKeys(v: JsonValue): JsonValue {
     return out;
   }
   return v;
+}
+
+/** Each container's last state after a node reboot: terminated (exit 255, Unknown) at `now`, started when it was. */
+function terminatedByReboot(pod: JsonObject, now: string): Map<string, JsonObject> {
+  const lastState = new Map<string, JsonObject>();
+  for (const cs of arr((pod.status as JsonObject | undefined)?.containerStatuses)) {
+    const running = isObject(cs.state) && isObject(cs.state.running) ? cs.state.running : undefined;
+    lastState.set(String(cs.name), {
+      terminated: {
+        exitCode: 255,
+        reason: 'Unknown',
+        startedAt: (running?.startedAt as JsonValue) ?? now,
+        finishedAt: now,
+      },
+    });
+  }
+  return lastState;
 }
