@@ -13,7 +13,7 @@ import { routeTable } from './ip-route.js';
 import { iptables, iptablesSave } from './iptables.js';
 import { DEFAULT_RELEASE, type KubeOvnRelease } from './releases.js';
 import { runScript, SCRIPT_PATH } from './script.js';
-import { type CniRoute, fail, NetState, ok, type ToolResult } from './state.js';
+import { type CniRoute, fail, NetState, ok, type ToolResult, words } from './state.js';
 import { tc } from './tc.js';
 import { formatClassId, formatRate, formatSize } from './tc-units.js';
 import { arping, cat, ipcalc, lsmod, modprobe } from './tools.js';
@@ -161,6 +161,20 @@ export class NatGatewaySim {
     }
     this.log.push({ argv: [...argv], exitCode: outcome.exitCode });
     return outcome;
+  }
+
+  /**
+   * Runs a container's declared command (an init container's). kube-ovn's 1.12 template wraps plain argv in
+   * `bash -c "bash /kube-ovn/nat-gateway.sh init …"`: a string of plain words runs as those words; anything with
+   * shell syntax in it is refused, as exec refuses `bash -c`.
+   */
+  runContainer(argv: readonly string[]): ExecOutcome {
+    const [shell = '', flag, text, ...rest] = argv;
+    const name = programName(shell);
+    if ((name === 'bash' || name === 'sh') && flag === '-c' && text !== undefined && rest.length === 0) {
+      if (/^[\w./:,=@%+-]+( +[\w./:,=@%+-]+)* *$/.test(text)) return this.exec(words(text));
+    }
+    return this.exec(argv);
   }
 
   /** A container or sandbox restart: all network state and the container's files are lost. */
