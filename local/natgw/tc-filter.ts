@@ -306,5 +306,7 @@ export function filterDel(net: NetState, args: readonly string[]): ToolResult {
   if (idx < 0)
     return fail('RTNETLINK answers: No such file or directory\nWe have an error talking to the kernel\n', 2);
   prio.nodes.splice(idx, 1);
+  // The kernel drops a u32 instance with its last filter: the prio leaves the listing too.
+  if (prio.nodes.length === 0) q.prios = q.prios.filter((p) => p !== prio);
   return ok();
 }
