@@ -15,7 +15,7 @@ import { DEFAULT_RELEASE, type KubeOvnRelease } from './releases.js';
 import { runScript, SCRIPT_PATH } from './script.js';
 import { type CniRoute, fail, NetState, ok, type ToolResult, words } from './state.js';
 import { tc } from './tc.js';
-import { formatClassId, formatRate, formatSize } from './tc-units.js';
+import { formatClassId, formatRate, formatSize, keptSize } from './tc-units.js';
 import { arping, cat, ipcalc, lsmod, modprobe } from './tools.js';
 
 export type { CniRoute, KubeOvnRelease };
@@ -240,7 +240,7 @@ export class NatGatewaySim {
       .filter((c) => c.dev === dev)
       .map(
         (c) =>
-          `${formatClassId(c.major, c.minor)} rate ${formatRate(c.rate)} ceil ${formatRate(c.ceil)} burst ${formatSize(c.burst)}`,
+          `${formatClassId(c.major, c.minor)} rate ${formatRate(c.rate)} ceil ${formatRate(c.ceil)} burst ${formatSize(keptSize(c.rate, c.burst))}`,
       );
   }
 
@@ -266,7 +266,13 @@ export class NatGatewaySim {
                 prio: p.prio,
                 handle: n.handle,
                 rate: formatRate(n.police?.rate ?? cls?.rate ?? 0n),
-                burst: formatSize(n.police?.burst ?? cls?.burst ?? 0),
+                burst: formatSize(
+                  n.police
+                    ? keptSize(n.police.rate, n.police.burst)
+                    : cls
+                      ? keptSize(cls.rate, cls.burst)
+                      : 0,
+                ),
                 ...(cls && { classid: formatClassId(cls.major, cls.minor) }),
               },
             ];

@@ -4,9 +4,11 @@
  */
 import { fail, type HtbClass, type NetState, ok, type ToolResult } from './state.js';
 import {
+  defaultBurst,
   formatClassId,
   formatRate,
   formatSize,
+  keptSize,
   needDev,
   parseClassId,
   parseRate,
@@ -84,8 +86,6 @@ export function classAdd(net: NetState, args: readonly string[]): ToolResult {
   if (q?.kind !== 'htb' || !c.classid) return fail('RTNETLINK answers: No such file or directory\n', 2);
   if (findClass(net, c.dev!, c.classid.major, c.classid.minor))
     return fail('RTNETLINK answers: File exists\n', 2);
-  // A class without a burst gets htb's computed one; the simulation prints it as 0b, as this lab's kernel does
-  // for the 10000mbit default class, the only class the scripts make without one.
   const warning = quantumWarning(c.classid.major, c.classid.minor, opts.rate!);
   const cls: HtbClass = {
     dev: c.dev!,
@@ -93,8 +93,8 @@ export function classAdd(net: NetState, args: readonly string[]): ToolResult {
     minor: c.classid.minor,
     rate: opts.rate!,
     ceil: opts.ceil ?? opts.rate!,
-    burst: opts.burst ?? 0,
-    cburst: opts.cburst ?? opts.burst ?? 0,
+    burst: opts.burst ?? defaultBurst(opts.rate!),
+    cburst: opts.cburst ?? defaultBurst(opts.ceil ?? opts.rate!),
   };
   net.classes.push(cls);
   hashInsert(net, cls);
@@ -139,7 +139,7 @@ export function classDel(net: NetState, args: readonly string[]): ToolResult {
 export function classLine(net: NetState, cls: HtbClass): string {
   const id = formatClassId(cls.major, cls.minor);
   const leaf = net.qdiscs.find((q) => q.dev === cls.dev && q.parent === id);
-  return `class htb ${id} root ${leaf ? `leaf ${leaf.handle} ` : ''}prio 0 rate ${formatRate(cls.rate)} ceil ${formatRate(cls.ceil)} burst ${formatSize(cls.burst)} cburst ${formatSize(cls.cburst)} `;
+  return `class htb ${id} root ${leaf ? `leaf ${leaf.handle} ` : ''}prio 0 rate ${formatRate(cls.rate)} ceil ${formatRate(cls.ceil)} burst ${formatSize(keptSize(cls.rate, cls.burst))} cburst ${formatSize(keptSize(cls.ceil, cls.cburst))} `;
 }
 
 export function classShow(net: NetState, args: readonly string[]): ToolResult {

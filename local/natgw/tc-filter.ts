@@ -15,7 +15,16 @@ import {
   type U32Node,
   type U32Prio,
 } from './state.js';
-import { formatRate, formatSize, majorOf, needDev, parseClassId, parseRate, parseSize } from './tc-units.js';
+import {
+  formatRate,
+  formatSize,
+  keptSize,
+  majorOf,
+  needDev,
+  parseClassId,
+  parseRate,
+  parseSize,
+} from './tc-units.js';
 
 export interface TcFlags {
   pretty: boolean;
@@ -114,7 +123,7 @@ function renderPrio(prefix: string, p: U32Prio, flags: TcFlags): string[] {
 function policeLines(p: Police, flags: TcFlags): string[] {
   const linklayer = flags.details ? ' linklayer ethernet' : '';
   const out = [
-    ` police 0x${p.index.toString(16)} rate ${formatRate(p.rate)} burst ${formatSize(p.burst)} mtu 2Kb action ${p.action} overhead 0b${linklayer}`,
+    ` police 0x${p.index.toString(16)} rate ${formatRate(p.rate)} burst ${formatSize(keptSize(p.rate, p.burst))} mtu 2Kb action ${p.action} overhead 0b${linklayer}`,
     flags.stats ? '\tref 1 bind 1  installed 0 sec used 0 sec firstused 0 sec' : '\tref 1 bind 1',
   ];
   if (flags.stats) out.push('', ' Sent 0 bytes 0 pkts (dropped 0, overlimits 0)');
@@ -290,6 +299,7 @@ export function filterDel(net: NetState, args: readonly string[]): ToolResult {
     if (t.handle !== undefined)
       return fail('Error: Cannot flush filters with protocol, handle or kind set.\n', 2);
     q.prios = [];
+    forgetHashTables(q);
     return ok();
   }
   const prio = q.prios.find((p) => p.prio === t.prio);
@@ -300,13 +310,21 @@ export function filterDel(net: NetState, args: readonly string[]): ToolResult {
     );
   if (t.handle === undefined) {
     q.prios = q.prios.filter((p) => p !== prio);
+    forgetHashTables(q);
     return ok();
   }
   const idx = prio.nodes.findIndex((n) => n.handle === t.handle);
   if (idx < 0)
     return fail('RTNETLINK answers: No such file or directory\nWe have an error talking to the kernel\n', 2);
   prio.nodes.splice(idx, 1);
-  // The kernel drops a u32 instance with its last filter: the prio leaves the listing too.
-  if (prio.nodes.length === 0) q.prios = q.prios.filter((p) => p !== prio);
+  // The u32 instances of one qdisc share their bookkeeping; the kernel drops the last one left with its last
+  // filter (the prio leaves the listing), while an emptied prio beside another stays listed.
+  if (prio.nodes.length === 0 && q.prios.length === 1) q.prios = [];
+  forgetHashTables(q);
   return ok();
+}
+
+/** With its last u32 instance gone the kernel frees their shared state: hash table ids start at 800 again. */
+function forgetHashTables(q: Qdisc): void {
+  if (q.prios.length === 0) q.nextHt = 0x800;
 }

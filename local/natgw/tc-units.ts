@@ -113,3 +113,24 @@ export function needDev(net: NetState, dev: string | undefined): ToolResult | un
   if (!net.link(dev)) return fail(`Cannot find device "${dev}"\n`, 1);
   return undefined;
 }
+
+/** iproute2's tick per microsecond (from /proc/net/psched on a high-resolution kernel: 1000/64). */
+const TICK_IN_USEC = 15.625;
+const u32 = (x: number): number => Math.trunc(x) >>> 0;
+
+/**
+ * A burst as tc shows it after the kernel kept it: tc turns the size into transmit time in unsigned ticks at
+ * the rate (tc_calc_xmittime) and back (tc_calc_xmitsize), truncating at each unsigned step, so 1 MiB at 10mbit
+ * comes back as 1048573 bytes ("1024Kb") and 1024 bytes as 1022.
+ */
+export function keptSize(rateBitsPerSecond: bigint, bytes: number): number {
+  const rate = Number(rateBitsPerSecond / 8n);
+  if (rate === 0) return bytes;
+  const ticks = u32(u32(1e6 * (bytes / rate)) * TICK_IN_USEC);
+  return u32((rate * u32(ticks / TICK_IN_USEC)) / 1e6);
+}
+
+/** htb's burst when none is given: rate / hz (1e9 on a high-resolution kernel) + an mtu of 1600 bytes. */
+export function defaultBurst(rateBitsPerSecond: bigint): number {
+  return Number(rateBitsPerSecond / 8n / 1_000_000_000n) + 1600;
+}

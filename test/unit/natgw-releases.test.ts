@@ -8,6 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { MemoryGateway } from '../../local/memory/gateway.js';
 import { KUBE_OVN_RELEASES, type KubeOvnRelease } from '../../local/natgw/releases.js';
 import { type ExecOutcome, NatGatewaySim } from '../../local/natgw/sim.js';
 
@@ -186,7 +187,7 @@ describe('what the recorded run does not reach', () => {
     ]);
   });
 
-  it("1.16's class ids: a second address whose id is taken moves on by 3571; deleting its QoS also removes the first's", () => {
+  it("1.16's class ids: a second address whose id is taken moves on by 3571; deleting its QoS also removes the first's (seen on the real script too)", () => {
     // 172.18.0.250 and 172.18.233.11 hash to the same class id (239·233 = 233·239).
     const sim = gateway('1.16');
     expect(script(sim, 'eip-egress-qos-add', '172.18.0.250,1,10,1').exitCode).toBe(0);
@@ -197,6 +198,17 @@ describe('what the recorded run does not reach', () => {
     ]);
     expect(script(sim, 'eip-egress-qos-del', '172.18.233.11').exitCode).toBe(0);
     expect(sim.tcFilters()).toEqual([]);
+    expect(sim.tcClasses()).toEqual(['1:9999 rate 10Gbit ceil 10Gbit burst 0b']);
+    // Both u32 prios stay listed, empty, as the kernel keeps one emptied beside another.
+    expect(sim.exec(['tc', 'filter', 'show', 'dev', 'net1', 'parent', '1:']).stdout).toBe(
+      [
+        'filter protocol ip pref 1 u32 chain 0 ',
+        'filter protocol ip pref 1 u32 chain 0 fh 800: ht divisor 1 ',
+        'filter protocol ip pref 2 u32 chain 0 ',
+        'filter protocol ip pref 2 u32 chain 0 fh 801: ht divisor 1 ',
+        '',
+      ].join('\n'),
+    );
   });
 
   it('master inserts SNAT rules longest prefix first; 1.16 appends them', () => {
@@ -253,4 +265,24 @@ describe('what the recorded run does not reach', () => {
       'nat gateway simulator: nft-dnat-map-add is not simulated\n',
     ]);
   });
+
+  it.each(KUBE_OVN_RELEASES.map((r) => [r]))(
+    'MemoryGateway (%s) initialises its gateways as that release does, and takes its eip-add',
+    async (release) => {
+      const gw = new MemoryGateway({ release, net1: '172.18.0.254/24' });
+      const pod = { name: 'vpc-nat-gw-gw1-0', namespace: 'kube-system', uid: 'u1' } as Parameters<
+        MemoryGateway['run']
+      >[0];
+      const arg = before113(release) ? '172.18.0.10/24,172.18.0.1' : '172.18.0.10/24';
+      await expect(gw.run(pod, 'eip-add', [arg])).resolves.toMatchObject({ stderr: '' });
+      const sim = gw.sim(pod);
+      expect(sim.release).toBe(release);
+      expect(sim.net1Addresses()).toEqual(['172.18.0.254/24', '172.18.0.10/24']);
+      expect(sim.defaultRoute()).toEqual({
+        via: '172.18.0.1',
+        dev: 'net1',
+        ...(['1.16', 'master'].includes(release) && { onlink: true }),
+      });
+    },
+  );
 });
