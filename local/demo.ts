@@ -1,9 +1,11 @@
+import { DEFAULT_RELEASE, gatewayImage, type KubeOvnRelease } from './natgw/releases.js';
+
 /**
  * The demo a newcomer meets with `npm start`: what a kube-ovn cluster with the VPC NAT gateway feature has — the
  * * two ConfigMaps that switch it on, the external subnet, a VPC subnet with a gateway in it, a QoS policy — and one
  * EIP using them.
  */
-export function demoObjects(namespace: string) {
+export function demoObjects(namespace: string, release: KubeOvnRelease = DEFAULT_RELEASE) {
   return [
     {
       apiVersion: 'v1',
@@ -15,7 +17,7 @@ export function demoObjects(namespace: string) {
       apiVersion: 'v1',
       kind: 'ConfigMap',
       metadata: { name: 'ovn-vpc-nat-config', namespace },
-      data: { image: 'docker.io/kubeovn/vpc-nat-gateway:v1.12.4' },
+      data: { image: gatewayImage(release) },
     },
     {
       apiVersion: 'kubeovn.io/v1',

@@ -23,6 +23,7 @@ import { localDynamoClient, startLocalDynamo } from './dynamo.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
 import { kubeConfigFromFile } from './kubeconfig.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
+import { DEFAULT_RELEASE, type KubeOvnRelease } from './natgw/releases.js';
 import { type NetnsBackendOptions, startNetnsBackend } from './netns/backend.js';
 import { ensureTable } from './table.js';
 
@@ -72,10 +73,14 @@ export interface LocalStackOptions {
    * or scripts missing).
    */
   netnsGateway?: Omit<NetnsBackendOptions, 'log' | 'warn'>;
+  /** The kube-ovn release the lab plays: gateway pods, their nat-gateway.sh, the EIP model (default: releases.ts). */
+  kubeOvnRelease?: KubeOvnRelease;
 }
 
 export interface LocalStack {
   api: KubeApi;
+  /** The kube-ovn release the lab plays. */
+  kubeOvnRelease: KubeOvnRelease;
   bridge: Bridge;
   kubeconfig: string;
   dynamodbEndpoint: string;
@@ -101,6 +106,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       fields: { service: 'local-stack' },
     });
   const kubeconfig = resolve(options.kubeconfig ?? '.local/kubeconfig');
+  const release = options.kubeOvnRelease ?? DEFAULT_RELEASE;
   const stackFile = resolve(options.stackFile ?? join(dirname(kubeconfig), 'stack.json'));
   const dataDir = options.dataDir ? resolve(options.dataDir) : undefined;
   const stops: (() => Promise<void>)[] = [];
@@ -137,6 +143,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     );
 
     const api = await startKubeApi({
+      kubeOvnRelease: release,
       ...(options.port !== undefined && { port: options.port }),
       ...(dataDir && { dataDir: join(dataDir, 'kube') }),
       ...(gatewayBackend && { gatewayBackend }),
@@ -144,7 +151,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     stops.push(() => api.close());
     await mkdir(dirname(kubeconfig), { recursive: true });
     await api.writeKubeconfig(kubeconfig);
-    say(`kubernetes: local API at ${api.url}, kubeconfig ${kubeconfig}`);
+    say(`kubernetes: local API at ${api.url}, kubeconfig ${kubeconfig}; gateways play kube-ovn ${release}`);
 
     const kubeConfig = kubeConfigFromFile(kubeconfig);
     const standIns = await startStandIns({
@@ -152,6 +159,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       namespace: NAMESPACE,
       log: (l) => log.debug(l),
       featureSwitch: true,
+      release,
     });
     stops.push(() => standIns.stop());
     if (options.kubeOvnEipController) {
@@ -160,10 +168,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         namespace: NAMESPACE,
         mode: options.kubeOvnEipController,
         log: (l) => log.info(l),
+        release,
       });
       stops.push(() => model.stop());
       say(
-        `kube-ovn: a MODEL of kube-ovn 1.12's IptablesEIP controller runs beside the product, ${options.kubeOvnEipController === 'workers-on' ? 'with its EIP workers on (it allocates and configures EIPs too: expect conflicts)' : 'with its EIP workers off (the coexistence mode: only gateway re-initialisation redo)'}`,
+        `kube-ovn: a MODEL of kube-ovn's IptablesEIP controller (${release}'s eip-add) runs beside the product, ${options.kubeOvnEipController === 'workers-on' ? 'with its EIP workers on (it allocates and configures EIPs too: expect conflicts)' : 'with its EIP workers off (the coexistence mode: only gateway re-initialisation redo)'}`,
       );
     }
 
@@ -247,12 +256,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         outcomes: () => outcomes.list(),
         drift: () => lastDrift,
         port: options.dashboardPort,
+        kubeOvnRelease: release,
       });
       stops.push(() => dashboard!.close());
       say(`dashboard: ${dashboard.url} (read-only, loopback only)`);
     }
 
-    if (options.demo !== false) await seedDemo(kubeConfig, say);
+    if (options.demo !== false) await seedDemo(kubeConfig, release, say);
     if (driftMs > 0) {
       // The demo's gateway pod comes from the stand-in a moment after its VpcNatGateway: the first run waits for it
       // (5 s at most), so that it reserves the pod's own address as the gc function would.
@@ -275,6 +285,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 
     return {
       api,
+      kubeOvnRelease: release,
       bridge,
       kubeconfig,
       dynamodbEndpoint: dynamo.endpoint,
@@ -294,10 +305,11 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
 /** Creates the demo objects that are missing (an existing one, e.g. from --data-dir, is left as it is). */
 async function seedDemo(
   kubeConfig: Parameters<typeof KubernetesObjectApi.makeApiClient>[0],
+  release: KubeOvnRelease,
   say: (l: string) => void,
 ) {
   const client = KubernetesObjectApi.makeApiClient(kubeConfig);
-  for (const obj of demoObjects(NAMESPACE)) {
+  for (const obj of demoObjects(NAMESPACE, release)) {
     const what = `${obj.kind} ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name}`;
     try {
       await client.create(obj as KubernetesObject);

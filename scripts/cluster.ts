@@ -1,10 +1,16 @@
 /**
- * `npm run cluster -- [--port N] [--kubeconfig FILE] [--data-dir DIR]`: runs the local Kubernetes API alone,
+ * `npm run cluster -- [--port N] [--kubeconfig FILE] [--data-dir DIR] [--kube-ovn-version V]`: runs the local Kubernetes API alone,
  * writes a kubeconfig for kubectl and client-node, prints one `ready:` line, and stops on SIGINT/SIGTERM.
  */
 import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { startKubeApi } from '../local/kube-api/index.js';
+import {
+  DEFAULT_RELEASE,
+  KUBE_OVN_RELEASES,
+  type KubeOvnRelease,
+  parseRelease,
+} from '../local/natgw/releases.js';
 
 const USAGE = `Usage: npm run cluster -- [options]
 
@@ -17,6 +23,8 @@ Options:
   --data-dir DIR      keep objects in DIR across restarts; a write is on disk before it is answered
                       (default: in memory only)
   --crd-dir DIR       CRD manifests to install at start (default infra/crds)
+  --kube-ovn-version V the kube-ovn release whose nat-gateway.sh gateway pods run: ${KUBE_OVN_RELEASES.join(', ')}
+                      (default ${DEFAULT_RELEASE})
   --quiet             do not log what the API does (stderr)
   -h, --help          show this help
 
@@ -29,12 +37,19 @@ interface Args {
   dataDir?: string;
   crdDir?: string;
   quiet: boolean;
+  kubeOvnRelease: KubeOvnRelease;
 }
 
 class UsageError extends Error {}
 
 export function parseArgs(argv: readonly string[]): Args | 'help' {
-  const args: Args = { port: 0, host: '127.0.0.1', kubeconfig: '.local/kubeconfig', quiet: false };
+  const args: Args = {
+    port: 0,
+    host: '127.0.0.1',
+    kubeconfig: '.local/kubeconfig',
+    quiet: false,
+    kubeOvnRelease: DEFAULT_RELEASE,
+  };
   for (let i = 0; i < argv.length; i++) {
     const raw = argv[i] as string;
     const eq = raw.indexOf('=');
@@ -72,6 +87,16 @@ export function parseArgs(argv: readonly string[]): Args | 'help' {
       case '--quiet':
         args.quiet = true;
         break;
+      case '--kube-ovn-version': {
+        const v = value();
+        const release = parseRelease(v);
+        if (!release)
+          throw new UsageError(
+            `--kube-ovn-version must be one of ${KUBE_OVN_RELEASES.join(', ')}, got "${v}"`,
+          );
+        args.kubeOvnRelease = release;
+        break;
+      }
       default:
         throw new UsageError(`unknown argument "${raw}"`);
     }
@@ -96,6 +121,7 @@ async function main(): Promise<void> {
   const api = await startKubeApi({
     port: args.port,
     host: args.host,
+    kubeOvnRelease: args.kubeOvnRelease,
     ...(args.dataDir ? { dataDir: resolve(args.dataDir) } : {}),
     ...(args.crdDir ? { crdDir: resolve(args.crdDir) } : {}),
     ...(log ? { log } : {}),
@@ -103,7 +129,7 @@ async function main(): Promise<void> {
   const kubeconfig = resolve(args.kubeconfig);
   await mkdir(dirname(kubeconfig), { recursive: true });
   await api.writeKubeconfig(kubeconfig);
-  process.stdout.write(`ready: ${api.url} kubeconfig=${kubeconfig}\n`);
+  process.stdout.write(`ready: ${api.url} kubeconfig=${kubeconfig} kube-ovn=${args.kubeOvnRelease}\n`);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

@@ -4,10 +4,13 @@
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { kubeConfigFromFile } from '../local/kubeconfig.js';
+import { DEFAULT_RELEASE, KUBE_OVN_RELEASES, parseRelease } from '../local/natgw/releases.js';
 import { NetnsRefused } from '../local/netns/backend.js';
 import { isReleaseLine, RELEASE_LINES } from '../local/netns/release.js';
 import { startLocalStack } from '../local/stack.js';
 import { levelFromEnv } from '../shared/observability/log.js';
+
+const RELEASES = KUBE_OVN_RELEASES.join(', ');
 
 const USAGE = `usage: npm start -- [options]
 
@@ -24,6 +27,8 @@ options:
   --dashboard-port N  port of the local dashboard on 127.0.0.1 (default: a free one)
   --no-dashboard      do not serve the local dashboard (its metrics are then not kept either)
   --no-demo           start empty (no ConfigMaps, subnet, gateway, QoS policy or EIP)
+  --kube-ovn-version V the kube-ovn release the lab plays: its gateway pods, their nat-gateway.sh and its
+                      controller's gateway initialisation; one of ${RELEASES} (default: ${DEFAULT_RELEASE})
   --with-kube-ovn-eip-controller
                       also run a MODEL of kube-ovn 1.12's own IptablesEIP controller (its own IPAM, eip-add,
                       status and finalizer writes as field manager kube-ovn-controller), to see the conflict
@@ -37,7 +42,7 @@ options:
                       with --gateway=netns: one <release>/nat-gateway.sh per release (v1.12.35, …, v1.16.0,
                       master); default: $EIP_KUBE_OVN_SCRIPTS
   --gateway-release R with --gateway=netns: the release (1.12, 1.13, 1.14, 1.15, 1.16, master) of a gateway pod whose
-                      image has no vX.Y tag (default 1.12); a tagged image's release is its tag's
+                      image has no vX.Y tag (default: --kube-ovn-version's); a tagged image's release is its tag's
   --gateway-netns-pfifo
                       with --gateway=netns: run kube-ovn 1.16+'s EIP QoS with a pfifo leaf qdisc instead of
                       fq_codel (a copy of the script with that one change), for kernels without fq_codel
@@ -70,6 +75,7 @@ async function main(): Promise<void> {
         'gateway-scripts': { type: 'string' },
         'gateway-release': { type: 'string' },
         'gateway-netns-pfifo': { type: 'boolean' },
+        'kube-ovn-version': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -95,7 +101,13 @@ async function main(): Promise<void> {
     : values['with-kube-ovn-eip-workers-off']
       ? ('workers-off' as const)
       : undefined;
-  const netnsGateway = gatewayOption(values);
+  const versionText = values['kube-ovn-version'];
+  const kubeOvnRelease = typeof versionText === 'string' ? parseRelease(versionText) : DEFAULT_RELEASE;
+  if (!kubeOvnRelease)
+    fail(
+      `--kube-ovn-version must be one of ${RELEASES} (a patch release such as 1.15.2 also reads as its line), got "${versionText}"`,
+    );
+  const netnsGateway = gatewayOption(values, kubeOvnRelease);
   const level = levelFromEnv(typeof values['log-level'] === 'string' ? values['log-level'] : 'warn');
 
   const stack = await startLocalStack({
@@ -106,11 +118,12 @@ async function main(): Promise<void> {
     ...(kubeOvnEipController && { kubeOvnEipController }),
     logLevel: level,
     healthPort: 0,
+    kubeOvnRelease,
     ...(!values['no-dashboard'] && { dashboardPort }),
     ...(netnsGateway && { netnsGateway }),
   });
   process.stdout.write(
-    `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}${stack.dashboardUrl ? ` dashboard=${stack.dashboardUrl}` : ''}\n`,
+    `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName} kube-ovn=${stack.kubeOvnRelease}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}${stack.dashboardUrl ? ` dashboard=${stack.dashboardUrl}` : ''}\n`,
   );
   process.stdout.write(`try: kubectl --kubeconfig ${stack.kubeconfig} get iptables-eips\n`);
   process.stdout.write(
@@ -139,7 +152,7 @@ async function main(): Promise<void> {
 }
 
 /** The --gateway options: undefined for the simulator, the netns backend's options for --gateway=netns. */
-function gatewayOption(values: Record<string, string | boolean | undefined>) {
+function gatewayOption(values: Record<string, string | boolean | undefined>, kubeOvnRelease: string) {
   const kind = values.gateway ?? 'sim';
   if (kind !== 'sim' && kind !== 'netns') fail(`--gateway must be sim or netns, got "${kind}"`);
   const netnsOnly = ['gateway-scripts', 'gateway-release', 'gateway-netns-pfifo'].filter(
@@ -149,7 +162,7 @@ function gatewayOption(values: Record<string, string | boolean | undefined>) {
     if (netnsOnly.length > 0) fail(`--${netnsOnly[0]} needs --gateway=netns`);
     return undefined;
   }
-  const release = values['gateway-release'] ?? '1.12';
+  const release = values['gateway-release'] ?? kubeOvnRelease;
   if (typeof release !== 'string' || !isReleaseLine(release))
     fail(`--gateway-release must be one of ${RELEASE_LINES.join(', ')}, got "${release}"`);
   const scripts = values['gateway-scripts'] ?? process.env.EIP_KUBE_OVN_SCRIPTS;

@@ -1,9 +1,10 @@
 /**
- * Stand-in for kube-ovn's VPC NAT gateway controller plus the StatefulSet controller, reduced to the one duty the
+ * Stand-in for kube-ovn's VPC NAT gateway controller plus the StatefulSet controller, reduced to the duties the
  * EIP path depends on: for every VpcNatGateway keep exactly one pod `vpc-nat-gw-<gw>-0` in the namespace, shaped
- * as kube-ovn's StatefulSet template makes it. A deleted pod is replaced by a new one (new
- * uid, fresh gateway state — the local API runs its init container); a deleted VpcNatGateway takes its pod with
- * it; a change to the parts of the gateway the pod is built from rolls the pod, like a StatefulSet update.
+ * as the lab's kube-ovn release's StatefulSet template makes it (gateway-pod.ts), and initialise its gateway as
+ * that release's controller does. A deleted pod is replaced by a new one (new uid, fresh gateway state); a
+ * deleted VpcNatGateway takes its pod with it; a change to the parts of the gateway the pod is built from rolls
+ * the pod, like a StatefulSet update.
  *
  * The pod's own net1 address (which kube-ovn's IPAM would assign) is the highest allocatable address of the
  * external subnet not held by another gateway pod, so that it stays clear of the product's lowest-first
@@ -14,6 +15,8 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
   type V1ConfigMap,
   type V1Pod,
 } from '@kubernetes/client-node';
@@ -26,7 +29,6 @@ import {
   GROUP,
   gatewayPodName,
   Label,
-  NAT_GATEWAY_SCRIPT,
   NatGwConfigMap,
   natGwFeatureOf,
   Plural,
@@ -34,12 +36,17 @@ import {
   VERSION,
   type VpcNatGateway,
 } from '../../shared/domain/kube-ovn.js';
-import { type Log, Watched, WorkQueue } from './runtime.js';
+import { atLeast, DEFAULT_RELEASE, gatewayImage, type KubeOvnRelease } from '../natgw/releases.js';
+import {
+  type GatewayPodInput,
+  gatewayPod,
+  initialisation,
+  providerPrefix,
+  REVISION_LABEL,
+} from './gateway-pod.js';
+import { execArgv, type Log, Watched, WorkQueue } from './runtime.js';
 
-export const GATEWAY_IMAGE = 'kubeovn/vpc-nat-gateway:v1.12.4';
-export const INIT_CONTAINER = 'vpc-nat-gw-init';
-const REVISION_LABEL = 'controller-revision-hash';
-const POD_NAME_LABEL = 'statefulset.kubernetes.io/pod-name';
+export { INIT_CONTAINER, providerPrefix } from './gateway-pod.js';
 
 export interface GatewayStandInOptions {
   kubeConfig: KubeConfig;
@@ -49,19 +56,16 @@ export interface GatewayStandInOptions {
   /**
    * Model kube-ovn's VPC NAT gateway feature switch (the two ConfigMaps in the namespace): pods only while it is
    * on, all gateway pods removed when it is switched off. Off by default, so that test worlds without the
-   * ConfigMaps still get their pods; the local stack turns it on.
+   * ConfigMaps still get their pods; the local stack turns it on. With it on, the pods run the ConfigMap's image.
    */
   featureSwitch?: boolean;
+  /** The kube-ovn release whose pod template and gateway initialisation the stand-in follows (default: the lab's). */
+  release?: KubeOvnRelease;
 }
 
 /** kube-ovn's util.GetNatGwExternalNetwork: the first external subnet, or the default one. */
 export function externalNetworkOfGateway(gw: VpcNatGateway): string {
   return gw.spec.externalSubnets?.[0] || DEFAULT_EXTERNAL_SUBNET;
-}
-
-/** The annotation key prefix kube-ovn uses for an attachment's addresses: `<network>.<namespace>.kubernetes.io/`. */
-export function providerPrefix(network: string, namespace: string): string {
-  return `${network}.${namespace}.kubernetes.io`;
 }
 
 /** A reason the pod cannot be built yet; the stand-in waits for the next event instead of retrying. */
@@ -100,6 +104,15 @@ export function pickNet1(
 interface Desired {
   pod: V1Pod;
   revision: string;
+  input: GatewayPodInput;
+}
+
+const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** A subnet's `spec.provider`, when it names one. */
+function providerOf(subnet: Subnet | undefined): { provider?: string } {
+  const provider = (subnet?.spec as { provider?: unknown } | undefined)?.provider;
+  return typeof provider === 'string' && provider !== '' ? { provider } : {};
 }
 
 export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ stop(): Promise<void> }> {
@@ -112,6 +125,9 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
    * like kube-ovn's IPAM the stand-in remembers its own allocations (reconciles run one at a time).
    */
   const assigned = new Map<string, string>();
+  const release = o.release ?? DEFAULT_RELEASE;
+  /** Gateways initialised: pod uid (1.12), or pod uid and container id (1.13+). */
+  const initialised = new Set<string>();
 
   const queue = new WorkQueue(reconcile, o.log, 'gateway stand-in');
   let lastFeature: string | undefined;
@@ -141,7 +157,9 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
     path: `/api/v1/namespaces/${ns}/pods`,
     list: () => core.listNamespacedPod({ namespace: ns, labelSelector: `${Label.vpcNatGw}=true` }),
     labelSelector: `${Label.vpcNatGw}=true`,
-    onChange: (p) => {
+    onChange: (p, kind) => {
+      if (kind === 'delete')
+        for (const k of initialised) if (k.startsWith(p.metadata?.uid ?? '?')) initialised.delete(k);
       const gw = p.metadata?.annotations?.[Annotation.vpcNatGw];
       if (gw) queue.add(gw);
     },
@@ -196,70 +214,72 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
     );
     for (const [pod, address] of assigned) if (pod !== podName) taken.add(address);
     const net1 = pickNet1(external, taken);
-    const lanGw = lan.gateway ?? '';
+    const image = imageOf();
+    const built = [gw.spec.subnet, gw.spec.lanIp, extNet, o.serviceCidr, lan.gateway, lan.cidr, net1.cidr];
     const revision = createHash('sha256')
-      .update(
-        JSON.stringify([gw.spec.subnet, gw.spec.lanIp, extNet, o.serviceCidr, lanGw, lan.cidr, net1.cidr]),
-      )
+      .update(JSON.stringify([...built, release, image]))
       .digest('hex')
       .slice(0, 10);
     const revisionValue =
       `${gatewayApp(name)}-${revision}`.length <= 63 ? `${gatewayApp(name)}-${revision}` : revision;
     if (!parseAddress(gw.spec.lanIp))
       throw new Waiting(`vpc nat gateway ${name}: spec.lanIp ${gw.spec.lanIp} is not an address`);
-    const pod: V1Pod = {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: {
-        name: podName,
-        namespace: ns,
-        labels: {
-          [Label.app]: gatewayApp(name),
-          [Label.vpcNatGw]: 'true',
-          [REVISION_LABEL]: revisionValue,
-          [POD_NAME_LABEL]: podName,
-        },
-        annotations: {
-          [Annotation.vpcNatGw]: name,
-          [Annotation.networks]: `${ns}/${extNet}`,
-          [Annotation.logicalSwitch]: gw.spec.subnet,
-          [Annotation.ipAddress]: gw.spec.lanIp,
-          // What kube-ovn's pod controller writes once it has allocated the addresses.
-          'ovn.kubernetes.io/allocated': 'true',
-          'ovn.kubernetes.io/cidr': lan.cidr,
-          'ovn.kubernetes.io/gateway': lanGw,
-          [`${provider}/allocated`]: 'true',
-          [`${provider}/logical_switch`]: extNet,
-          [`${provider}/ip_address`]: net1.address,
-          [`${provider}/cidr`]: net1.cidr,
-          [`${provider}/gateway`]: net1.gateway,
-        },
-      },
-      spec: {
-        terminationGracePeriodSeconds: 0,
-        initContainers: [
-          {
-            name: INIT_CONTAINER,
-            image: GATEWAY_IMAGE,
-            imagePullPolicy: 'IfNotPresent',
-            command: ['bash', NAT_GATEWAY_SCRIPT, 'init', `${o.serviceCidr},${lanGw}`],
-            securityContext: { privileged: true, allowPrivilegeEscalation: true },
-          },
-        ],
-        containers: [
-          {
-            name: GATEWAY_CONTAINER,
-            image: GATEWAY_IMAGE,
-            imagePullPolicy: 'IfNotPresent',
-            // Only the container's command, as kube-ovn declares it; nothing ever runs it.
-            command: ['bash'],
-            args: ['-c', 'while true; do sleep 10000; done'],
-            securityContext: { privileged: true, allowPrivilegeEscalation: true },
-          },
-        ],
-      },
+    const input: GatewayPodInput = {
+      release,
+      image,
+      gateway: name,
+      namespace: ns,
+      serviceCidr: o.serviceCidr,
+      lanSubnet: gw.spec.subnet,
+      lanIp: gw.spec.lanIp,
+      lan: { cidr: lan.cidr, gateway: lan.gateway ?? '', ...providerOf(subnets.get(gw.spec.subnet)) },
+      externalNetwork: extNet,
+      external: { cidr: net1.cidr, gateway: net1.gateway, ...providerOf(external) },
+      net1Address: net1.address,
+      revision: revisionValue,
     };
-    return { pod, revision: revisionValue };
+    return { pod: gatewayPod(input), revision: revisionValue, input };
+  }
+
+  /** kube-ovn's vpcNatImage: the ovn-vpc-nat-config ConfigMap's image while the feature switch is modelled. */
+  function imageOf(): string {
+    const configured = o.featureSwitch
+      ? configMaps.get(NatGwConfigMap.image, ns)?.data?.[NatGwConfigMap.imageKey]
+      : undefined;
+    return configured || gatewayImage(release);
+  }
+
+  /**
+   * handleInitVpcNatGw on a running gateway pod: the release's init exec(s), then the pod's init annotation.
+   * 1.12 does it once per pod (its init container runs again after a restart); from 1.13 the stand-in does it
+   * again for every new container of the pod, where kube-ovn instead rolls the pod once (local/controllers/README.md).
+   */
+  async function initialise(pod: V1Pod, input: GatewayPodInput): Promise<void> {
+    const uid = pod.metadata?.uid ?? '';
+    const status = pod.status?.containerStatuses?.find((c) => c.name === GATEWAY_CONTAINER);
+    if (pod.status?.phase !== 'Running' || !status?.state?.running) return;
+    const key = atLeast(release, '1.13') ? `${uid}/${status.containerID ?? ''}` : uid;
+    const annotated = pod.metadata?.annotations?.[Annotation.vpcNatGwInit] === 'true';
+    if (initialised.has(key) || (!atLeast(release, '1.13') && annotated)) return;
+    const name = pod.metadata?.name ?? '';
+    for (const argv of initialisation(
+      input,
+      pod.metadata?.annotations?.['ovn.kubernetes.io/gateway'] ?? '',
+    )) {
+      await execArgv(o.kubeConfig, ns, name, GATEWAY_CONTAINER, argv);
+    }
+    initialised.add(key);
+    if (!annotated) {
+      await core
+        .patchNamespacedPod(
+          { name, namespace: ns, body: { metadata: { annotations: { [Annotation.vpcNatGwInit]: 'true' } } } },
+          MERGE,
+        )
+        .catch((e: unknown) => {
+          if ((e as { code?: number }).code !== 404) throw e;
+        });
+    }
+    o.log(`gateway stand-in: initialised ${ns}/${name} (kube-ovn ${release})`);
   }
 
   async function deletePod(pod: V1Pod, why: string): Promise<void> {
@@ -313,7 +333,9 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
     if (pod) {
       if (pod.metadata?.labels?.[REVISION_LABEL] !== desired.revision) {
         await deletePod(pod, 'the gateway changed');
+        return;
       }
+      await initialise(pod, desired.input);
       return;
     }
     try {

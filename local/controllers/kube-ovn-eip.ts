@@ -1,12 +1,12 @@
 /**
- * A MODEL of kube-ovn 1.12's own IptablesEIP controller, for the local stack only (`npm start --
+ * A MODEL of kube-ovn's own IptablesEIP controller (1.12's, with the eip-add format of the lab's release), for the local stack only (`npm start --
  * --with-kube-ovn-eip-controller`), so that running beside kube-ovn — conflict, detection, adoption — can be tested
  * end to end (docs/adr/0030-coexistence-with-kube-ovn-controller.md). It is small on purpose and models only what
  * another controller does that this product can observe:
  *
  * - mode `workers-on` (kube-ovn unmodified): for every IptablesEIP, its own in-memory IPAM hands out the lowest free
  *   address of the external subnet (rebuilt at start from the EIPs' status.ip and spec.v4ip and the gateway pods'
- *   own addresses, as kube-ovn rebuilds its IPAM from the cluster), `eip-add <ip>/<len>,<gw>` runs in the gateway
+ *   own addresses, as kube-ovn rebuilds its IPAM from the cluster), `eip-add <ip>/<len>,<gw>` (1.13+: `<ip>/<len>`) runs in the gateway
  *   pod, then it writes spec.v4ip and spec.macAddress, status (ready, ip), kube-ovn's labels and the finalizer
  *   `kubeovn.io/kube-ovn-controller`, every write with field manager `kube-ovn-controller`. A terminating EIP gets
  *   `eip-del`, its address back in the model's IPAM and the finalizer removed. A not-Ready EIP with a redo token
@@ -18,17 +18,14 @@
  *   redo token differs (handleUpdateVpcEip), with the same field manager.
  */
 import { randomBytes } from 'node:crypto';
-import { PassThrough } from 'node:stream';
 import {
   CoreV1Api,
   CustomObjectsApi,
-  Exec,
   type KubeConfig,
   PatchStrategy,
   setHeaderOptions,
   type V1ConfigMap,
   type V1Pod,
-  type V1Status,
 } from '@kubernetes/client-node';
 import { allocatableRanges, formatAddress, parseAddress, poolsOf } from '../../shared/domain/addressing.js';
 import { gatewayPodName, podNetworkAddresses } from '../../shared/domain/gateway-pod.js';
@@ -46,7 +43,8 @@ import {
   type Subnet,
   VERSION,
 } from '../../shared/domain/kube-ovn.js';
-import { type Log, Watched, WorkQueue } from './runtime.js';
+import { atLeast, DEFAULT_RELEASE, type KubeOvnRelease } from '../natgw/releases.js';
+import { execArgv, type Log, Watched, WorkQueue } from './runtime.js';
 
 /** kube-ovn-controller's field manager on every write it makes. */
 export const KUBE_OVN_FIELD_MANAGER = 'kube-ovn-controller';
@@ -58,6 +56,8 @@ export interface KubeOvnEipModelOptions {
   namespace: string;
   mode: KubeOvnEipMode;
   log: Log;
+  /** The release whose eip-add format it sends: `<ip>/<len>,<gw>` on 1.12, `<ip>/<len>` since (default: the lab's). */
+  release?: KubeOvnRelease;
 }
 
 interface Eip {
@@ -85,6 +85,10 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<{
   const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
   const ns = o.namespace;
   const say = (line: string): void => o.log(`kube-ovn eip model (${o.mode}): ${line}`);
+  const kubeOvn = o.release ?? DEFAULT_RELEASE;
+  /** createEipInPod's rule: 1.12 appends the external gateway; later releases route by the pod's own setup. */
+  const eipAddArg = (ip: string, prefix: number, gateway: string): string =>
+    atLeast(kubeOvn, '1.13') ? `${ip}/${prefix}` : `${ip}/${prefix},${gateway}`;
   /** The model's IPAM: address → owner (EIP name, or `pod:<name>` for a gateway pod's own address). */
   const ipam = new Map<string, string>();
   /** Gateway pods whose initialisation the model has done (kube-ovn's vpc_nat_gw_init annotation). */
@@ -175,23 +179,8 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<{
     for (const [ip, owner] of ipam) if (owner === name) ipam.delete(ip);
   }
 
-  async function exec(gw: string, argv: string[]): Promise<void> {
-    let stderr = '';
-    const err = new PassThrough();
-    err.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
-    const status = await new Promise<V1Status>((resolve, reject) => {
-      new Exec(o.kubeConfig)
-        .exec(ns, gatewayPodName(gw), GATEWAY_CONTAINER, argv, new PassThrough(), err, null, false, (s) =>
-          resolve(s),
-        )
-        .catch(reject);
-    });
-    if (status.status !== 'Success')
-      throw new Error(
-        `exec ${argv.join(' ')} in ${gatewayPodName(gw)}: ${status.message ?? ''} ${stderr}`.trim(),
-      );
+  function exec(gw: string, argv: string[]): Promise<void> {
+    return execArgv(o.kubeConfig, ns, gatewayPodName(gw), GATEWAY_CONTAINER, argv);
   }
 
   async function patch(name: string, body: object, status = false): Promise<void> {
@@ -242,12 +231,12 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<{
           ?.cidr.split('/')[1] ?? 32,
       );
       const gateway = poolsOf(subnet).find((p) => p.family === 4)?.gateway ?? '';
-      await exec(gw, ['bash', NAT_GATEWAY_SCRIPT, 'eip-add', `${e.status.ip}/${prefix},${gateway}`]);
+      await exec(gw, ['bash', NAT_GATEWAY_SCRIPT, 'eip-add', eipAddArg(e.status.ip, prefix, gateway)]);
       await patch(name, { status: { ready: true } }, true);
       return;
     }
     const { ip, prefix, gateway } = allocate(e, subnet);
-    await exec(gw, ['bash', NAT_GATEWAY_SCRIPT, 'eip-add', `${ip}/${prefix},${gateway}`]);
+    await exec(gw, ['bash', NAT_GATEWAY_SCRIPT, 'eip-add', eipAddArg(ip, prefix, gateway)]);
     const mac = e.spec.macAddress || `00:00:00:${randomBytes(3).toString('hex').match(/../g)!.join(':')}`;
     await patch(name, { spec: { v4ip: ip, macAddress: mac } });
     await patch(name, { status: { ready: true, ip, qosPolicy: e.spec.qosPolicy ?? '' } }, true);

@@ -5,7 +5,8 @@
  * any error but a 410), and a work queue that serialises reconciles, folds duplicate keys and retries failures
  * with backoff — the shape of a client-go controller, without the rest of client-go.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import { PassThrough } from 'node:stream';
+import { Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
 import { backoffDelay } from '../../shared/bridge/backoff.js';
 import { errorText, ResilientInformer, type WatchLog } from '../../shared/bridge/watch.js';
 import { WorkQueue as SharedWorkQueue } from '../../shared/bridge/work-queue.js';
@@ -115,4 +116,29 @@ export class WorkQueue {
     this.queue.takeWaiting();
     await this.queue.idle();
   }
+}
+
+/**
+ * Runs `argv` in a container through pods/exec (client-node), as kube-ovn's controller runs nat-gateway.sh;
+ * rejects with the command, the status message and stderr when it does not exit 0.
+ */
+export async function execArgv(
+  kubeConfig: KubeConfig,
+  namespace: string,
+  pod: string,
+  container: string,
+  argv: string[],
+): Promise<void> {
+  let stderr = '';
+  const err = new PassThrough();
+  err.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
+  const status = await new Promise<V1Status>((resolve, reject) => {
+    new Exec(kubeConfig)
+      .exec(namespace, pod, container, argv, new PassThrough(), err, null, false, (s) => resolve(s))
+      .catch(reject);
+  });
+  if (status.status !== 'Success')
+    throw new Error(`exec ${argv.join(' ')} in ${pod}: ${status.message ?? ''} ${stderr}`.trim());
 }

@@ -53,6 +53,8 @@ export interface DashboardOptions {
   drift?: () => DriftCheck | undefined;
   /** Port on 127.0.0.1 (0 = a free one). */
   port?: number;
+  /** The kube-ovn release the lab plays, shown in the header. */
+  kubeOvnRelease?: string;
 }
 
 export interface Dashboard {
@@ -114,7 +116,9 @@ async function bundlePage(): Promise<{ js: string; css: string }> {
   return { js, css };
 }
 
-const HTML = `<!doctype html>
+const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+const html = (release: string | undefined): string => `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -123,7 +127,7 @@ const HTML = `<!doctype html>
 <link rel="stylesheet" href="/app.css">
 </head>
 <body>
-<header><h1>eip-lambdas <span class="sub">local dashboard</span></h1><p id="status" role="status" aria-live="polite">loading…</p></header>
+<header><h1>eip-lambdas <span class="sub">local dashboard</span>${release ? ` <span class="sub" id="kube-ovn">kube-ovn ${escapeHtml(release)}</span>` : ''}</h1><p id="status" role="status" aria-live="polite">loading…</p></header>
 <main>
 <section aria-labelledby="eips-h"><h2 id="eips-h">IptablesEIPs</h2><div class="scroll" tabindex="0"><table id="eips"><caption class="sr">IptablesEIPs, their address, gateway, QoS policy and readiness</caption><thead><tr><th scope="col">name</th><th scope="col">IP</th><th scope="col">gateway</th><th scope="col">QoS policy</th><th scope="col">Ready</th><th scope="col">last transition</th></tr></thead><tbody></tbody></table></div></section>
 <section aria-labelledby="subnets-h"><h2 id="subnets-h">External subnets</h2><div id="subnets"></div></section>
@@ -138,7 +142,7 @@ const HTML = `<!doctype html>
 `;
 
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
-  const page = await bundlePage();
+  const page = { ...(await bundlePage()), html: html(options.kubeOvnRelease) };
   const customs = options.kubeConfig.makeApiClient(CustomObjectsApi);
   const list = async <T>(plural: string): Promise<T[]> =>
     ((await customs.listClusterCustomObject({ group: GROUP, version: VERSION, plural })) as { items: T[] })
@@ -275,7 +279,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       return send(res, 405, 'text/plain; charset=utf-8', 'read-only\n');
     }
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
-    if (path === '/') return send(res, 200, 'text/html; charset=utf-8', HTML);
+    if (path === '/') return send(res, 200, 'text/html; charset=utf-8', page.html);
     if (path === '/app.js') return send(res, 200, 'text/javascript; charset=utf-8', page.js);
     if (path === '/app.css') return send(res, 200, 'text/css; charset=utf-8', page.css);
     if (path === '/favicon.ico') {

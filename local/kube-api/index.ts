@@ -9,6 +9,7 @@ import { writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import type { KubeOvnRelease } from '../natgw/releases.js';
 import { ExternalSegment, type NatGatewaySim } from '../natgw/sim.js';
 import type { GatewayBackend } from './backend.js';
 import { crdHooks, DEFAULT_NAMESPACES, namespaceHooks, readCrdManifests } from './controllers.js';
@@ -48,6 +49,8 @@ export interface KubeApiOptions {
   restartDelayMs?: number;
   /** Backs gateway pods instead of the simulator (local/kube-api/backend.ts); its owner closes it after the API. */
   gatewayBackend?: GatewayBackend;
+  /** The kube-ovn release whose nat-gateway.sh the gateway pods run (default: the lab's, local/natgw/releases.ts). */
+  kubeOvnRelease?: KubeOvnRelease;
 }
 
 export interface KubeApi {
@@ -149,6 +152,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   const kubelet = new Kubelet(objects, podsDef, {
     segment,
     restartDelayMs: options.restartDelayMs ?? 200,
+    ...(options.kubeOvnRelease && { release: options.kubeOvnRelease }),
     log,
     ...(options.gatewayBackend && { backend: options.gatewayBackend }),
   });

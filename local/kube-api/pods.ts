@@ -8,6 +8,8 @@
 import { createHash } from 'node:crypto';
 import { net1Address } from '../../shared/domain/gateway-pod.js';
 import { GATEWAY_CONTAINER, Label } from '../../shared/domain/kube-ovn.js';
+import { cniRoutesOf, containerEnvOf } from '../natgw/pod.js';
+import type { KubeOvnRelease } from '../natgw/releases.js';
 import {
   type ExecOutcome,
   type ExternalSegment,
@@ -32,6 +34,8 @@ export interface KubeletOptions {
   segment: ExternalSegment;
   /** How long a restarted container stays not-ready before it runs again. */
   restartDelayMs: number;
+  /** The kube-ovn release whose nat-gateway.sh every gateway container runs (default: the lab's). */
+  release?: KubeOvnRelease;
   log: (line: string) => void;
   /** Backs gateway pods instead of the simulator (default: the simulator). */
   backend?: GatewayBackend;
@@ -355,7 +359,14 @@ export class Kubelet {
     const key = podKey(String(m.namespace), String(m.name));
     const old = this.sims.get(key);
     if (old) this.options.segment.leave(old);
-    const options: NatGatewaySimOptions = { segment: this.options.segment, now: this.objects.clock };
+    const routes = cniRoutesOf(pod);
+    const options: NatGatewaySimOptions = {
+      segment: this.options.segment,
+      now: this.objects.clock,
+      env: containerEnvOf(pod),
+      ...(this.options.release && { release: this.options.release }),
+      ...(routes && { routes }),
+    };
     const net1 = net1Of(pod);
     if (net1?.includes('/')) options.net1 = net1;
     const eth0 = eth0Of(pod);
@@ -365,7 +376,7 @@ export class Kubelet {
       sim = new NatGatewaySim(options);
     } catch (e) {
       this.options.log(`pod ${key}: ${(e as Error).message}; simulating it without its own addresses`);
-      sim = new NatGatewaySim({ segment: this.options.segment, now: this.objects.clock });
+      sim = new NatGatewaySim({ ...options, net1: undefined, eth0: undefined, routes: undefined });
     }
     this.sims.set(key, sim);
   }
@@ -396,7 +407,7 @@ export class Kubelet {
       const outcome = how.initOutcomes
         ? (how.initOutcomes[i] ?? { stdout: '', stderr: 'not run', exitCode: 1 })
         : sim
-          ? sim.exec(argv)
+          ? sim.runContainer(argv)
           : { stdout: '', stderr: '', exitCode: 0 };
       const prevInit = arr(prev.initContainerStatuses).find((s) => s.name === c.name);
       initStatuses.push({

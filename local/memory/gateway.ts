@@ -7,7 +7,15 @@
 import { GatewayCommandError } from '../../shared/domain/errors.js';
 import { natGatewayArgv } from '../../shared/domain/nat-gateway.js';
 import type { ExecResult, Gateway, GatewayPod, NatGwOp } from '../../shared/ports.js';
+import { formatIp, networkOf, parsePrefix } from '../natgw/addr.js';
+import { atLeast, DEFAULT_RELEASE, type KubeOvnRelease } from '../natgw/releases.js';
 import { NatGatewaySim } from '../natgw/sim.js';
+
+/** The external subnet's gateway as kube-ovn defaults it: the first host of net1's network (172.18.0.1 without one). */
+function gatewayOf(net1: string | undefined): string {
+  const own = net1 ? parsePrefix(net1) : undefined;
+  return own ? formatIp(own.family, networkOf(own) + 1n) : '172.18.0.1';
+}
 
 export interface GatewayCall {
   pod: string;
@@ -17,7 +25,9 @@ export interface GatewayCall {
 }
 
 export interface MemoryGatewayOptions {
-  /** Argument of the init op a fresh pod gets from its init container. */
+  /** The kube-ovn release whose nat-gateway.sh the sims run (default: the lab's, local/natgw/releases.ts). */
+  release?: KubeOvnRelease;
+  /** Argument of 1.12's init (its init container's); from 1.13 init takes none. */
   init?: string;
   /** The pod's own net1 address (CIDR form). */
   net1?: string;
@@ -35,7 +45,18 @@ export class MemoryGateway implements Gateway {
   sim(pod: Pick<GatewayPod, 'uid'>): NatGatewaySim {
     let sim = this.sims.get(pod.uid);
     if (!sim) {
-      sim = new NatGatewaySim(this.options.net1 ? { net1: this.options.net1 } : {});
+      const release = this.options.release ?? DEFAULT_RELEASE;
+      // From 1.13 the CNI routes the pod (routes annotations), from 1.15 the pod spec carries the external gateway.
+      sim = new NatGatewaySim({
+        release,
+        ...(this.options.net1 && { net1: this.options.net1 }),
+        ...(atLeast(release, '1.13') && {
+          routes: [{ dst: '0.0.0.0/0', via: gatewayOf(this.options.net1), dev: 'net1' }],
+        }),
+        ...(atLeast(release, '1.15') && {
+          env: { GATEWAY_V4: gatewayOf(this.options.net1), GATEWAY_V6: '' },
+        }),
+      });
       this.initialise(sim);
       this.sims.set(pod.uid, sim);
     }
@@ -100,8 +121,8 @@ export class MemoryGateway implements Gateway {
   }
 
   private initialise(sim: NatGatewaySim): void {
-    const init = this.options.init ?? '10.96.0.0/12,10.0.1.1';
-    const out = sim.exec(['bash', '/kube-ovn/nat-gateway.sh', 'init', init]);
+    const args = atLeast(sim.release, '1.13') ? [] : [this.options.init ?? '10.96.0.0/12,10.0.1.1'];
+    const out = sim.exec(['bash', '/kube-ovn/nat-gateway.sh', 'init', ...args]);
     if (out.exitCode !== 0)
       throw new Error(`simulated gateway failed to initialise: ${out.stderr || out.stdout}`);
   }

@@ -18,7 +18,7 @@ import {
 import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Clock, Deps } from '../../shared/ports.js';
-import { GATEWAY_IMAGE } from '../controllers/gateway.js';
+import { gatewayImage } from '../natgw/releases.js';
 import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
 import { MemoryIpam } from './ipam.js';
@@ -30,7 +30,7 @@ import { memoryLogger } from './logger.js';
  * the lab's gateway stand-in writes them on its pods (local/controllers/gateway.ts).
  */
 const SIMULATED_TEMPLATE: GatewayPodTemplate = {
-  image: GATEWAY_IMAGE,
+  image: gatewayImage('1.12'),
   env: {},
   initRunsScript: true,
   routes: {},
@@ -67,7 +67,7 @@ export function world(options: WorldOptions = {}) {
   const cluster = new MemoryCluster();
   const ipam = new MemoryIpam();
   const leases = new MemoryLeases({ clock });
-  const gateway = new MemoryGateway();
+  const gateway = new MemoryGateway({ release: '1.12' });
   const metrics = new TallyMetrics();
   const log = memoryLogger();
   let ids = 0;

@@ -1,34 +1,21 @@
 /**
- * `ip` (iproute2) over the simulated namespace: `addr`, `link` and `route`, with the output formats and the
- * error messages and exit codes of the real tool for the cases nat-gateway.sh and a person at a shell reach.
+ * `ip` (iproute2) over the simulated namespace: `addr` and `link` here, `route` in ip-route.ts, with the output
+ * formats and the error messages and exit codes of the real tool for the cases the scripts and a person at a
+ * shell reach.
  */
-import {
-  fail,
-  formatInet,
-  formatIp,
-  type Inet,
-  type Link,
-  maskOf,
-  type NetState,
-  networkOf,
-  ok,
-  parseIp,
-  parsePrefix,
-  type Route,
-  sameInet,
-  type ToolResult,
-} from './state.js';
+import { formatInet, formatIp, type Inet, maskOf, networkOf, parsePrefix, sameInet } from './addr.js';
+import { route } from './ip-route.js';
+import { type Address, fail, type Link, macFrom, type NetState, ok, type ToolResult } from './state.js';
 
 /** iproute2's `matches(word, full)`: the word is a non-empty prefix of the full keyword. */
 const matches = (word: string | undefined, full: string): boolean =>
   word !== undefined && word.length > 0 && full.startsWith(word);
 
-interface IpFlags {
+export interface IpFlags {
   oneline: boolean;
   family?: 4 | 6;
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 export function ip(net: NetState, argv: readonly string[]): ToolResult {
   const flags: IpFlags = { oneline: false };
   let i = 0;
@@ -120,10 +107,10 @@ function secondaries(l: Link): boolean[] {
   });
 }
 
-function inetLine(l: Link, a: Inet, secondary: boolean): string {
+function inetLine(l: Link, a: Address, secondary: boolean): string {
   const fam = a.family === 4 ? 'inet' : 'inet6';
   const brd =
-    a.family === 4 && a.prefix < 31 && l.name !== 'lo'
+    a.brd && a.family === 4 && a.prefix < 31
       ? ` brd ${formatIp(4, networkOf(a) | (maskOf(4, a.prefix) ^ 0xffffffffn))}`
       : '';
   const scope = l.name === 'lo' ? 'host' : 'global';
@@ -131,34 +118,40 @@ function inetLine(l: Link, a: Inet, secondary: boolean): string {
   return `${fam} ${formatInet(a)}${brd} scope ${scope}${secondary ? ' secondary' : ''}${tail}`;
 }
 
-function linkHeader(net: NetState, l: Link, modeLine: boolean): string[] {
-  const flags =
-    l.name === 'lo'
-      ? ['LOOPBACK', ...(l.up ? ['UP', 'LOWER_UP'] : [])]
-      : ['BROADCAST', 'MULTICAST', ...(l.arp ? [] : ['NOARP']), ...(l.up ? ['UP', 'LOWER_UP'] : [])];
-  const root = l.name === 'net1' ? net.qdiscs.find((q) => q.kind === 'htb') : undefined;
-  const qdisc = root ? 'htb' : 'noqueue';
-  const state = l.name === 'lo' ? 'UNKNOWN' : l.up ? 'UP' : 'DOWN';
-  const mode = modeLine ? ' mode DEFAULT' : '';
-  const lladdr =
-    l.name === 'lo'
-      ? '    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00'
-      : `    link/ether ${l.mac} brd ff:ff:ff:ff:ff:ff link-netnsid 0`;
+function linkFlags(l: Link): string[] {
+  if (l.name === 'lo') return ['LOOPBACK', ...(l.up ? ['UP', 'LOWER_UP'] : [])];
   return [
-    `${l.index}: ${l.name}${l.peer}: <${flags.join(',')}> mtu ${l.mtu} qdisc ${qdisc} state ${state}${mode} group default ${l.name === 'lo' ? 'qlen 1000' : ''}`.trimEnd(),
+    'BROADCAST',
+    ...(l.kind ? [] : ['MULTICAST']),
+    ...(l.arp ? [] : ['NOARP']),
+    ...(l.up ? ['UP', 'LOWER_UP'] : []),
+  ];
+}
+
+function linkHeader(net: NetState, l: Link, modeLine: boolean): string[] {
+  const root = net.qdiscs.find((q) => q.dev === l.name && q.parent === 'root');
+  const qdisc = root ? root.kind : l.kind && !l.up ? 'noop' : 'noqueue';
+  const state = l.name === 'lo' || (l.kind && l.up) ? 'UNKNOWN' : l.up ? 'UP' : 'DOWN';
+  const mode = modeLine ? ' mode DEFAULT' : '';
+  const qlen = l.name === 'lo' ? ' qlen 1000' : l.txqueuelen !== undefined ? ` qlen ${l.txqueuelen}` : '';
+  let lladdr = `    link/ether ${l.mac} brd ff:ff:ff:ff:ff:ff${l.kind ? '' : ' link-netnsid 0'}`;
+  if (l.name === 'lo') lladdr = '    link/loopback 00:00:00:00:00:00 brd 00:00:00:00:00:00';
+  return [
+    `${l.index}: ${l.name}${l.peer}: <${linkFlags(l).join(',')}> mtu ${l.mtu} qdisc ${qdisc} state ${state}${mode} group default${qlen}`,
     lladdr,
   ];
 }
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function addrModify(net: NetState, args: readonly string[], op: 'add' | 'replace' | 'del'): ToolResult {
   let local: string | undefined;
   let dev: string | undefined;
+  let brd = false;
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     if (a === 'dev') dev = args[++i];
     else if (a === 'local') local = args[++i];
-    else if (['broadcast', 'brd', 'scope', 'label', 'valid_lft', 'preferred_lft', 'metric'].includes(a)) i++;
+    else if (a === 'broadcast' || a === 'brd') brd = args[++i] !== undefined;
+    else if (['scope', 'label', 'valid_lft', 'preferred_lft', 'metric'].includes(a)) i++;
     else if (['noprefixroute', 'nodad', 'home', 'secondary'].includes(a)) {
       // flags: accepted, not modelled
     } else if (local === undefined) local = a;
@@ -170,33 +163,33 @@ function addrModify(net: NetState, args: readonly string[], op: 'add' | 'replace
   if (dev === undefined) return fail('Not enough information: "dev" argument is required.\n', 1);
   const l = net.link(dev);
   if (!l) return fail(`Cannot find device "${dev}"\n`, 1);
-  if (op === 'del') {
-    const wildcard = !local.includes('/');
-    const idx = l.addresses.findIndex(
-      (a) => a.family === inet.family && a.value === inet.value && (wildcard || a.prefix === inet.prefix),
-    );
-    const warn = wildcard
-      ? 'Warning: Executing wildcard deletion to stay compatible with old scripts.\n' +
-        `         Explicitly specify the prefix length (${formatInet(inet)}) to avoid this warning.\n` +
-        '         This special behaviour is likely to disappear in further releases,\n' +
-        '         fix your scripts!\n'
-      : '';
-    if (idx < 0) return { out: '', err: `${warn}Error: ipv${inet.family}: Address not found.\n`, code: 2 };
-    l.addresses.splice(idx, 1);
-    return { out: '', err: warn, code: 0 };
-  }
+  if (op === 'del') return addrDel(l, inet, !local.includes('/'));
   const existing = l.addresses.findIndex((a) => sameInet(a, inet));
   if (existing >= 0) {
     if (op === 'add') return fail(`Error: ipv${inet.family}: Address already assigned.\n`, 2);
     return ok();
   }
-  l.addresses.push(inet);
+  l.addresses.push({ ...inet, brd });
   return ok();
+}
+
+function addrDel(l: Link, inet: Inet, wildcard: boolean): ToolResult {
+  const idx = l.addresses.findIndex(
+    (a) => a.family === inet.family && a.value === inet.value && (wildcard || a.prefix === inet.prefix),
+  );
+  const warn = wildcard
+    ? 'Warning: Executing wildcard deletion to stay compatible with old scripts.\n' +
+      `         Explicitly specify the prefix length (${formatInet(inet)}) to avoid this warning.\n` +
+      '         This special behaviour is likely to disappear in further releases,\n' +
+      '         fix your scripts!\n'
+    : '';
+  if (idx < 0) return { out: '', err: `${warn}Error: ipv${inet.family}: Address not found.\n`, code: 2 };
+  l.addresses.splice(idx, 1);
+  return { out: '', err: warn, code: 0 };
 }
 
 // ---------------------------------------------------------------- ip link
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
 function link(net: NetState, args: readonly string[]): ToolResult {
   const [cmd, ...rest] = args;
   if (cmd === undefined || matches(cmd, 'list') || matches(cmd, 'show') || cmd === 'lst') {
@@ -208,7 +201,42 @@ function link(net: NetState, args: readonly string[]): ToolResult {
       .flatMap((l) => linkHeader(net, l, true));
     return ok(lines.map((s) => `${s}\n`).join(''));
   }
+  if (cmd === 'add') return linkAdd(net, rest);
   if (cmd !== 'set') return fail(`Command "${cmd}" is unknown, try "ip link help".\n`, 255);
+  return linkSet(net, rest);
+}
+
+/** `ip link add <name> type ifb`: the only kind of link the scripts create. */
+function linkAdd(net: NetState, args: readonly string[]): ToolResult {
+  let name: string | undefined;
+  let type: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a === 'type') type = args[++i];
+    else if (a === 'name' || a === 'dev') name = args[++i];
+    else if (name === undefined) name = a;
+    else return fail(`Error: either "dev" is duplicate, or "${a}" is a garbage.\n`, 255);
+  }
+  if (name === undefined) return fail('Not enough information: "dev" argument is required.\n', 255);
+  if (type !== 'ifb') return fail('Error: Unknown device type.\n', 2);
+  if (net.link(name)) return fail('RTNETLINK answers: File exists\n', 2);
+  const index = Math.max(...[...net.links.values()].map((l) => l.index)) + 1;
+  net.links.set(name, {
+    index,
+    name,
+    peer: '',
+    kind: 'ifb',
+    mac: macFrom(`${name}:ifb`),
+    mtu: 1500,
+    txqueuelen: 32,
+    up: false,
+    arp: false,
+    addresses: [],
+  });
+  return ok();
+}
+
+function linkSet(net: NetState, rest: readonly string[]): ToolResult {
   let dev: string | undefined;
   const changes: Array<(l: Link) => void> = [];
   for (let i = 0; i < rest.length; i++) {
@@ -221,10 +249,14 @@ function link(net: NetState, args: readonly string[]): ToolResult {
       if (v !== 'on' && v !== 'off')
         return fail(`Error: argument "${v ?? ''}" is wrong: "arp" must be "on" or "off"\n`, 255);
       changes.push((l) => (l.arp = v === 'on'));
-    } else if (a === 'mtu') {
+    } else if (a === 'mtu' || a === 'txqueuelen' || a === 'qlen') {
       const v = rest[++i] ?? '';
-      if (!/^\d+$/.test(v)) return fail(`Error: argument "${v}" is wrong: Invalid "mtu" value\n`, 255);
-      changes.push((l) => (l.mtu = Number(v)));
+      const what = a === 'mtu' ? 'mtu' : 'txqueuelen';
+      if (!/^\d+$/.test(v)) return fail(`Error: argument "${v}" is wrong: Invalid "${what}" value\n`, 255);
+      changes.push((l) => {
+        if (a === 'mtu') l.mtu = Number(v);
+        else l.txqueuelen = Number(v);
+      });
     } else if (dev === undefined) dev = a;
     else return fail(`Error: either "dev" is duplicate, or "${a}" is a garbage.\n`, 255);
   }
@@ -232,98 +264,5 @@ function link(net: NetState, args: readonly string[]): ToolResult {
   const l = net.link(dev);
   if (!l) return fail(`Cannot find device "${dev}"\n`, 1);
   for (const c of changes) c(l);
-  return ok();
-}
-
-// ---------------------------------------------------------------- ip route
-
-function route(net: NetState, args: readonly string[], flags: IpFlags): ToolResult {
-  const [cmd, ...rest] = args;
-  if (cmd === undefined || matches(cmd, 'list') || matches(cmd, 'show'))
-    return ok(routeTable(net, flags.family ?? 4));
-  if (matches(cmd, 'add')) return routeModify(net, rest, 'add');
-  if (matches(cmd, 'replace')) return routeModify(net, rest, 'replace');
-  if (matches(cmd, 'delete')) return routeModify(net, rest, 'del');
-  return fail(`Command "${cmd}" is unknown, try "ip route help".\n`, 255);
-}
-
-/** The main table as `ip route` prints it: default first, then ascending by network. */
-export function routeTable(net: NetState, family: 4 | 6 = 4): string {
-  const kernel = net.kernelRoutes().filter((r) => r.dst.family === family);
-  const all: Array<Route & { src?: Inet }> = [
-    ...net.routes.filter((r) => r.dst.family === family),
-    ...kernel,
-  ];
-  all.sort((a, b) =>
-    a.dst.value !== b.dst.value ? (a.dst.value < b.dst.value ? -1 : 1) : a.dst.prefix - b.dst.prefix,
-  );
-  return all
-    .map((r) => {
-      const dst = r.dst.prefix === 0 ? 'default' : formatInet(r.dst);
-      if (r.src)
-        return `${dst} dev ${r.dev} proto kernel scope link src ${formatIp(r.src.family, r.src.value)}\n`;
-      const via = r.via ? ` via ${formatIp(r.via.family, r.via.value)}` : '';
-      return `${dst}${via} dev ${r.dev}${r.via ? '' : ' scope link'}\n`;
-    })
-    .join('');
-}
-
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
-function routeModify(net: NetState, args: readonly string[], op: 'add' | 'replace' | 'del'): ToolResult {
-  let dstText: string | undefined;
-  let viaText: string | undefined;
-  let dev: string | undefined;
-  let onlink = false;
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (a === 'via') {
-      viaText = args[++i];
-      if (viaText === undefined) return fail('Command line is not complete. Try option "help"\n', 255);
-      // iproute2 parses left to right: a bad gateway is reported before anything after it.
-      if (!parseIp(viaText))
-        return fail(`Error: any valid address is expected rather than "${viaText}".\n`, 1);
-    } else if (a === 'dev' || a === 'oif') dev = args[++i];
-    else if (['proto', 'scope', 'metric', 'table', 'src', 'mtu', 'realm'].includes(a)) i++;
-    else if (a === 'onlink') onlink = true;
-    else if (dstText === undefined) dstText = a === 'to' ? args[++i] : a;
-    else return fail(`Error: either "to" is duplicate, or "${a}" is a garbage.\n`, 255);
-  }
-  if (dstText === undefined) return fail('Error: "to" argument is required.\n', 255);
-  let dst: Inet | undefined;
-  if (dstText === 'default' || dstText === 'all') dst = { family: 4, value: 0n, prefix: 0 };
-  else dst = parsePrefix(dstText);
-  if (!dst) return fail(`Error: any valid prefix is expected rather than "${dstText}".\n`, 1);
-  if (dst.value !== networkOf(dst)) return fail('Error: Invalid prefix for given prefix length.\n', 2);
-  let via: { family: 4 | 6; value: bigint } | undefined;
-  if (viaText !== undefined) {
-    via = parseIp(viaText);
-    if (!via) return fail(`Error: any valid address is expected rather than "${viaText}".\n`, 1);
-  }
-  if (dev !== undefined && !net.link(dev)) return fail(`Cannot find device "${dev}"\n`, 1);
-  const matchesRoute = (r: Route): boolean => sameInet(r.dst, dst) && (dev === undefined || r.dev === dev);
-  if (op === 'del') {
-    const idx = net.routes.findIndex(matchesRoute);
-    if (idx < 0) return fail('RTNETLINK answers: No such process\n', 2);
-    net.routes.splice(idx, 1);
-    return ok();
-  }
-  if (!dev) {
-    const found = via && [...net.links.values()].find((l) => net.reachable(via, l.name));
-    if (!found) return fail('Error: Nexthop has invalid gateway.\n', 2);
-    dev = found.name;
-  }
-  if (via) {
-    const l = net.link(dev)!;
-    // eth0 may carry no modelled address (the emulator did not say); then its neighbours are taken on trust.
-    const unknown = l.addresses.length === 0 && l.name === 'eth0';
-    if (!onlink && !unknown && !net.reachable(via, dev))
-      return fail('Error: Nexthop has invalid gateway.\n', 2);
-  }
-  const existing = net.routes.findIndex((r) => sameInet(r.dst, dst));
-  const next: Route = { dst, dev, ...(via ? { via } : {}) };
-  if (existing >= 0) {
-    if (op === 'add') return fail('RTNETLINK answers: File exists\n', 2);
-    net.routes[existing] = next;
-  } else net.routes.push(next);
   return ok();
 }

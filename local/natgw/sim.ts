@@ -1,25 +1,24 @@
 /**
- * The simulated NAT gateway pod behind `pods/exec` in the local Kubernetes API: kube-ovn's nat-gateway.sh
- * (as shipped with 1.12) over an in-memory network namespace, plus the inspection commands a person types into
- * `kubectl exec` (`ip addr`, `ip route`, `tc filter show`, `iptables-save`, ...).
+ * The simulated NAT gateway container behind `pods/exec` in the local Kubernetes API: one kube-ovn release's
+ * nat-gateway.sh (dialects/, chosen by `release`) over an in-memory network namespace, plus the inspection
+ * commands a person types into `kubectl exec` (`ip addr`, `ip route`, `tc filter show`, `iptables-save`,
+ * `cat /etc/kube-ovn/nat-gateway.env`, ...).
  *
  * `exec(argv)` is a parser of argv, never a shell: nothing is evaluated, `bash -c` is refused.
  */
+import { formatInet, formatIp, type Inet, type Ip, parseIp, parsePrefix } from './addr.js';
+import { DIALECTS } from './dialects/index.js';
 import { ip } from './ip.js';
+import { routeTable } from './ip-route.js';
 import { iptables, iptablesSave } from './iptables.js';
+import { DEFAULT_RELEASE, type KubeOvnRelease } from './releases.js';
 import { runScript, SCRIPT_PATH } from './script.js';
-import {
-  fail,
-  formatInet,
-  formatIp,
-  type Inet,
-  NetState,
-  ok,
-  parseIp,
-  parsePrefix,
-  type ToolResult,
-} from './state.js';
-import { formatRate, formatSize, tc } from './tc.js';
+import { type CniRoute, fail, NetState, ok, type ToolResult, words } from './state.js';
+import { tc } from './tc.js';
+import { formatClassId, formatRate, formatSize, keptSize } from './tc-units.js';
+import { arping, cat, ipcalc, lsmod, modprobe } from './tools.js';
+
+export type { CniRoute, KubeOvnRelease };
 
 export interface ExecOutcome {
   stdout: string;
@@ -29,10 +28,12 @@ export interface ExecOutcome {
   restart?: boolean;
 }
 
-/** One u32 filter on net1, as the tests read it. */
+/** One EIP QoS filter, as the tests read it (police filters before 1.16, htb class filters since). */
 export interface TcFilter {
-  /** ingress = parent ffff: matching `dst`; egress = the htb root 1: matching `src`. */
+  /** ingress = matching `dst` (net1's ingress qdisc, or the ifb device on 1.16+); egress = matching `src`. */
   direction: 'ingress' | 'egress';
+  /** The device the filter sits on: net1, or ifb-net1 for 1.16+ ingress. */
+  dev: string;
   parent: string;
   match: 'src' | 'dst';
   /** The matched address, without prefix. */
@@ -40,9 +41,11 @@ export interface TcFilter {
   prefix: number;
   prio: number;
   handle: string;
-  /** As tc prints them: `10Mbit`, `10Mb`. */
+  /** As tc prints them: `10Mbit`, `10Mb` (the police action's, or the htb class's the filter sends to). */
   rate: string;
   burst: string;
+  /** The htb class the filter sends to (1.16+), e.g. `1:42b3`. */
+  classid?: string;
 }
 
 export interface ExecRecord {
@@ -84,10 +87,19 @@ export class ExternalSegment {
 }
 
 export interface NatGatewaySimOptions {
+  /** The kube-ovn release whose nat-gateway.sh the container runs (default: the lab's, releases.ts). */
+  release?: KubeOvnRelease;
   /** The pod's own net1 address in CIDR form (what the macvlan attachment gives it), e.g. `172.18.0.254/16`. */
   net1?: string;
   /** The pod's eth0 address in CIDR form (its lanIp in the VPC subnet); routes via eth0 are checked against it. */
   eth0?: string;
+  /**
+   * The routes the CNI installs from the pod's routes annotations (1.13+). Without them: a default route via
+   * the first host of eth0's subnet.
+   */
+  routes?: readonly CniRoute[];
+  /** The container's environment, from the pod spec (GATEWAY_V4, GATEWAY_V6 on 1.15+). */
+  env?: Readonly<Record<string, string>>;
   /** Shared segment for duplicate address detection between gateways. */
   segment?: ExternalSegment;
   /** Clock for the iptables-save header. */
@@ -96,23 +108,39 @@ export interface NatGatewaySimOptions {
 
 const BIN_DIRS = ['/bin/', '/sbin/', '/usr/bin/', '/usr/sbin/', '/usr/local/bin/', '/usr/local/sbin/'];
 
+function ownAddress(name: string, text: string | undefined): Inet | undefined {
+  if (text === undefined) return undefined;
+  const inet = parsePrefix(text);
+  if (!inet || !text.includes('/'))
+    throw new Error(`NatGatewaySim: ${name} must be an address in CIDR form, got "${text}"`);
+  return inet;
+}
+
+function cniRoute(r: CniRoute): { dst: Inet; via?: Ip; dev: string } {
+  const dst = parsePrefix(r.dst);
+  const via = r.via === undefined ? undefined : parseIp(r.via);
+  if (!dst || (r.via !== undefined && !via))
+    throw new Error(`NatGatewaySim: route ${JSON.stringify(r)} is not a CIDR and an address`);
+  return { dst, dev: r.dev, ...(via ? { via } : {}) };
+}
+
 export class NatGatewaySim {
+  readonly release: KubeOvnRelease;
   private readonly net: NetState;
+  private readonly env: Readonly<Record<string, string>>;
   private readonly segment: ExternalSegment | undefined;
   private readonly now: () => Date;
   private readonly log: ExecRecord[] = [];
   private restartCount = 0;
 
   constructor(options: NatGatewaySimOptions = {}) {
-    const own = (name: 'net1' | 'eth0'): Inet | undefined => {
-      const text = options[name];
-      if (text === undefined) return undefined;
-      const inet = parsePrefix(text);
-      if (!inet || !text.includes('/'))
-        throw new Error(`NatGatewaySim: ${name} must be an address in CIDR form, got "${text}"`);
-      return inet;
-    };
-    this.net = new NetState({ net1: own('net1'), eth0: own('eth0') });
+    this.release = options.release ?? DEFAULT_RELEASE;
+    this.net = new NetState({
+      net1: ownAddress('net1', options.net1),
+      eth0: ownAddress('eth0', options.eth0),
+      ...(options.routes && { cniRoutes: options.routes.map(cniRoute) }),
+    });
+    this.env = { ...(options.env ?? {}) };
     this.segment = options.segment;
     this.now = options.now ?? (() => new Date());
     this.segment?.join(this);
@@ -135,7 +163,21 @@ export class NatGatewaySim {
     return outcome;
   }
 
-  /** A container or sandbox restart: all network state is lost (the caller then re-runs the init container). */
+  /**
+   * Runs a container's declared command (an init container's). kube-ovn's 1.12 template wraps plain argv in
+   * `bash -c "bash /kube-ovn/nat-gateway.sh init …"`: a string of plain words runs as those words; anything with
+   * shell syntax in it is refused, as exec refuses `bash -c`.
+   */
+  runContainer(argv: readonly string[]): ExecOutcome {
+    const [shell = '', flag, text, ...rest] = argv;
+    const name = programName(shell);
+    if ((name === 'bash' || name === 'sh') && flag === '-c' && text !== undefined && rest.length === 0) {
+      if (/^[\w./:,=@%+-]+( +[\w./:,=@%+-]+)* *$/.test(text)) return this.exec(words(text));
+    }
+    return this.exec(argv);
+  }
+
+  /** A container or sandbox restart: all network state and the container's files are lost. */
   restart(): void {
     this.net.reset();
     this.restartCount++;
@@ -148,7 +190,7 @@ export class NatGatewaySim {
     return this.net.initialised;
   }
 
-  /** Whether net1 answers ARP (`init` turns it off, the first eip-add turns it back on). */
+  /** Whether net1 answers ARP (1.12's `init` turns it off, its first eip-add turns it back on). */
   get arp(): boolean {
     return this.net.link('net1')?.arp ?? false;
   }
@@ -166,39 +208,75 @@ export class NatGatewaySim {
     return (this.net.link('net1')?.addresses ?? []).map(formatInet);
   }
 
-  /** `ip route` lines (main table, IPv4). */
+  /** `ip route` lines (main table, IPv4), without the trailing space iproute2 prints. */
   routes(): string[] {
-    return this.runTool(['ip', 'route']).stdout.split('\n').filter(Boolean);
+    return routeTable(this.net)
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.trimEnd());
   }
 
   /** The default route's gateway and device, if there is one. */
-  defaultRoute(): { via?: string; dev: string } | undefined {
+  defaultRoute(): { via?: string; dev: string; onlink?: boolean } | undefined {
     const r = this.net.routes.find((x) => x.dst.prefix === 0 && x.dst.family === 4);
     if (!r) return undefined;
-    return { dev: r.dev, ...(r.via ? { via: formatIp(r.via.family, r.via.value) } : {}) };
+    return {
+      dev: r.dev,
+      ...(r.via ? { via: formatIp(r.via.family, r.via.value) } : {}),
+      ...(r.onlink ? { onlink: true } : {}),
+    };
   }
 
-  /** net1's qdiscs, as `ingress` / `htb 1:`. */
-  qdiscs(): string[] {
-    return this.net.qdiscs.map((q) => (q.kind === 'ingress' ? 'ingress' : `htb ${q.handle}`));
+  /** A device's qdiscs (net1 by default), as `ingress` / `htb 1:` / `fq_codel 8001:`. */
+  qdiscs(dev = 'net1'): string[] {
+    return this.net.qdiscs
+      .filter((q) => q.dev === dev)
+      .map((q) => (q.kind === 'ingress' ? 'ingress' : `${q.kind} ${q.handle}`));
   }
 
+  /** A device's htb classes, as `1:42b3 rate 10Mbit ceil 10Mbit burst 5Mb`. */
+  tcClasses(dev = 'net1'): string[] {
+    return this.net.classes
+      .filter((c) => c.dev === dev)
+      .map(
+        (c) =>
+          `${formatClassId(c.major, c.minor)} rate ${formatRate(c.rate)} ceil ${formatRate(c.ceil)} burst ${formatSize(keptSize(c.rate, c.burst))}`,
+      );
+  }
+
+  /** Every EIP QoS filter (one matching an address) on every device, by device, then qdisc, then prio. */
   tcFilters(): TcFilter[] {
     return this.net.qdiscs.flatMap((q) =>
       [...q.prios]
         .sort((a, b) => a.prio - b.prio)
         .flatMap((p) =>
-          p.nodes.map((n) => ({
-            direction: q.kind === 'ingress' ? ('ingress' as const) : ('egress' as const),
-            parent: q.handle,
-            match: n.direction,
-            ip: formatIp(n.match.family, n.match.value),
-            prefix: n.match.prefix,
-            prio: p.prio,
-            handle: n.handle,
-            rate: formatRate(n.rate),
-            burst: formatSize(n.burst),
-          })),
+          p.nodes.flatMap((n): TcFilter[] => {
+            if (!n.key) return [];
+            const cls = this.net.classes.find(
+              (c) => c.dev === q.dev && formatClassId(c.major, c.minor) === n.flowid,
+            );
+            return [
+              {
+                direction: n.key.direction === 'dst' ? 'ingress' : 'egress',
+                dev: q.dev,
+                parent: q.handle,
+                match: n.key.direction,
+                ip: formatIp(n.key.match.family, n.key.match.value),
+                prefix: n.key.match.prefix,
+                prio: p.prio,
+                handle: n.handle,
+                rate: formatRate(n.police?.rate ?? cls?.rate ?? 0n),
+                burst: formatSize(
+                  n.police
+                    ? keptSize(n.police.rate, n.police.burst)
+                    : cls
+                      ? keptSize(cls.rate, cls.burst)
+                      : 0,
+                ),
+                ...(cls && { classid: formatClassId(cls.major, cls.minor) }),
+              },
+            ];
+          }),
         ),
     );
   }
@@ -213,6 +291,11 @@ export class NatGatewaySim {
   /** The nat table's user-defined chains. */
   natChains(): string[] {
     return [...this.net.chains.entries()].filter(([, c]) => !c.builtin).map(([n]) => n);
+  }
+
+  /** A file of the container (e.g. /etc/kube-ovn/nat-gateway.env), if it exists. */
+  file(path: string): string | undefined {
+    return this.net.files.get(path);
   }
 
   /** Every command exec'd so far, with its exit code. */
@@ -247,7 +330,7 @@ export class NatGatewaySim {
     const name = programName(cmd);
     if (name === 'bash' || name === 'sh') return this.shell(name, rest);
     if (cmd === SCRIPT_PATH) return this.script(rest);
-    if (name === 'kill') return this.kill(rest);
+    if (name === 'kill') return kill(rest);
     return this.runTool(argv);
   }
 
@@ -273,23 +356,8 @@ export class NatGatewaySim {
   }
 
   private script(args: readonly string[]): ExecOutcome {
-    const r = runScript((a) => this.tool(a), this.net, args);
+    const r = runScript(DIALECTS[this.release], (a) => this.tool(a), this.net, this.env, args);
     return { stdout: r.out, stderr: r.err, exitCode: r.code };
-  }
-
-  private kill(args: readonly string[]): ExecOutcome {
-    const pids = args.filter((a) => !a.startsWith('-'));
-    const signal = args.find((a) => a.startsWith('-'));
-    if (signal !== undefined && !/^-(\d+|[A-Z]+|s)$/.test(signal)) {
-      return { stdout: '', stderr: `kill: bad signal name '${signal.slice(1)}'\n`, exitCode: 1 };
-    }
-    if (pids.length === 0)
-      return { stdout: '', stderr: 'kill: usage: kill [-s sigspec] pid ...\n', exitCode: 2 };
-    const other = pids.find((p) => p !== '1');
-    if (other !== undefined)
-      return { stdout: '', stderr: `kill: can't kill pid ${other}: No such process\n`, exitCode: 1 };
-    // The container dies with its PID 1. The caller restarts it (restart()) and re-runs the init container.
-    return { stdout: '', stderr: '', exitCode: 0, restart: true };
   }
 
   /** The programs on the gateway image's PATH that the simulation knows. */
@@ -305,7 +373,15 @@ export class NatGatewaySim {
       case 'iptables-save':
         return iptablesSave(this.net, args, this.now());
       case 'arping':
-        return this.arping(args);
+        return arping(this.net, args, (t) => this.segment?.answerer(t, this));
+      case 'ipcalc':
+        return ipcalc(args);
+      case 'cat':
+        return cat(this.net, args);
+      case 'modprobe':
+        return modprobe(args);
+      case 'lsmod':
+        return lsmod();
       case 'sleep':
       case 'true':
         return ok();
@@ -315,54 +391,21 @@ export class NatGatewaySim {
         return fail(`bash: ${cmd}: command not found\n`, 127);
     }
   }
+}
 
-  /** iputils arping, enough for `arping -I net1 -c 3 -D <ip>` (DAD) and the gratuitous forms. */
-  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the simulated gateway parses the real tool's argument grammar option by option (local/natgw/README.md), pinned by test/unit/natgw-tools.test.ts and natgw-script.test.ts; the branches are that grammar
-  private arping(args: readonly string[]): ToolResult {
-    let dev = 'eth0';
-    let count = 3;
-    let dad = false;
-    let unsolicited = false;
-    let target: string | undefined;
-    for (let i = 0; i < args.length; i++) {
-      const a = args[i]!;
-      if (a === '-I') dev = args[++i] ?? '';
-      else if (a === '-c' || a === '-w') {
-        const v = args[++i] ?? '';
-        if (!/^\d+$/.test(v)) return fail(`arping: invalid argument: '${v}'\n`, 2);
-        if (a === '-c') count = Number(v);
-      } else if (a === '-D') dad = true;
-      else if (a === '-U' || a === '-A') unsolicited = true;
-      else if (a === '-q' || a === '-f' || a === '-b') {
-        // accepted
-      } else if (a.startsWith('-')) return fail(`arping: invalid option -- '${a.slice(1)}'\n`, 2);
-      else target = a;
-    }
-    if (target === undefined)
-      return fail('Usage: arping [-AbDfhqUV] [-c count] [-w timeout] [-I device] destination\n', 2);
-    const l = this.net.link(dev);
-    if (!l) return fail(`arping: Device ${dev} not available.\n`, 2);
-    const t = parseIp(target);
-    if (t?.family !== 4) return fail(`arping: ${target}: Name or service not known\n`, 2);
-    if (!l.up) return fail(`arping: Interface "${dev}" is down\n`, 2);
-    const from = dad ? '0.0.0.0' : formatIp(4, l.addresses.find((a) => a.family === 4)?.value ?? 0n);
-    const head = `ARPING ${target} from ${from} ${dev}\n`;
-    if (unsolicited)
-      return ok(`${head}Sent ${count} probes (${count} broadcast(s))\nReceived 0 response(s)\n`);
-    const answer = this.segment?.answerer(target, this);
-    if (answer) {
-      return {
-        out: `${head}Unicast reply from ${target} [${answer.toUpperCase()}]  0.612ms\nSent 1 probes (1 broadcast(s))\nReceived 1 response(s)\n`,
-        err: '',
-        code: dad ? 1 : 0,
-      };
-    }
-    return {
-      out: `${head}Sent ${count} probes (${count} broadcast(s))\nReceived 0 response(s)\n`,
-      err: '',
-      code: dad ? 0 : 1,
-    };
+function kill(args: readonly string[]): ExecOutcome {
+  const pids = args.filter((a) => !a.startsWith('-'));
+  const signal = args.find((a) => a.startsWith('-'));
+  if (signal !== undefined && !/^-(\d+|[A-Z]+|s)$/.test(signal)) {
+    return { stdout: '', stderr: `kill: bad signal name '${signal.slice(1)}'\n`, exitCode: 1 };
   }
+  if (pids.length === 0)
+    return { stdout: '', stderr: 'kill: usage: kill [-s sigspec] pid ...\n', exitCode: 2 };
+  const other = pids.find((p) => p !== '1');
+  if (other !== undefined)
+    return { stdout: '', stderr: `kill: can't kill pid ${other}: No such process\n`, exitCode: 1 };
+  // The container dies with its PID 1. The caller restarts it (restart()) and re-runs its initialisation.
+  return { stdout: '', stderr: '', exitCode: 0, restart: true };
 }
 
 function programName(cmd: string): string {

@@ -1,8 +1,10 @@
 /**
- * The in-memory network namespace of one simulated NAT gateway pod: links, addresses, routes, tc qdiscs and
- * u32 filters, and the iptables nat table. The tools in ip.ts, tc.ts and iptables.ts read and change it; the
- * script in script.ts drives those tools the way nat-gateway.sh does.
+ * The in-memory network namespace (and the few files) of one simulated NAT gateway container: links, addresses,
+ * routes, tc qdiscs, htb classes and u32 filters, the iptables nat and mangle tables, and a small file map. The
+ * tools in ip.ts, tc*.ts and iptables*.ts read and change it; the release dialects in dialects/ drive those tools
+ * the way each release's nat-gateway.sh does.
  */
+import { bits, formatInet, type Inet, type Ip, inSubnet, networkOf, sameInet } from './addr.js';
 
 /** What a tool run printed and how it exited. */
 export interface ToolResult {
@@ -14,117 +16,6 @@ export interface ToolResult {
 export const ok = (out = ''): ToolResult => ({ out, err: '', code: 0 });
 export const fail = (err: string, code = 1): ToolResult => ({ out: '', err, code });
 
-// ---------------------------------------------------------------- addresses
-
-export interface Inet {
-  family: 4 | 6;
-  value: bigint;
-  prefix: number;
-}
-
-const V4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
-const V6 = /^[0-9a-fA-F:.]+$/;
-
-/** A plain address (no prefix), strictly: dotted quad without leading zeros, or an IPv6 text. */
-export function parseIp(text: string): { family: 4 | 6; value: bigint } | undefined {
-  if (V4.test(text)) {
-    return { family: 4, value: text.split('.').reduce((n, o) => (n << 8n) | BigInt(Number(o)), 0n) };
-  }
-  if (text.includes(':') && V6.test(text)) return parseV6(text);
-  return undefined;
-}
-
-function parseV6(text: string): { family: 6; value: bigint } | undefined {
-  let head = text;
-  let tailV4: bigint | undefined;
-  const lastColon = text.lastIndexOf(':');
-  const last = text.slice(lastColon + 1);
-  if (last.includes('.')) {
-    const v4 = parseIp(last);
-    if (v4?.family !== 4) return undefined;
-    tailV4 = v4.value;
-    head = `${text.slice(0, lastColon + 1)}0:0`;
-  }
-  const halves = head.split('::');
-  if (halves.length > 2) return undefined;
-  const groups = (s: string): string[] | undefined => {
-    if (s === '') return [];
-    const g = s.split(':');
-    return g.every((x) => /^[0-9a-fA-F]{1,4}$/.test(x)) ? g : undefined;
-  };
-  const left = groups(halves[0] ?? '');
-  const right = halves.length === 2 ? groups(halves[1] ?? '') : [];
-  if (!left || !right) return undefined;
-  const missing = 8 - left.length - right.length;
-  if (halves.length === 2 ? missing < 1 : missing !== 0) return undefined;
-  const all = [...left, ...Array<string>(missing).fill('0'), ...right];
-  let value = all.reduce((n, g) => (n << 16n) | BigInt(Number.parseInt(g, 16)), 0n);
-  if (tailV4 !== undefined) value = (value & ~0xffffffffn) | tailV4;
-  return { family: 6, value };
-}
-
-/** `a.b.c.d[/len]` (or IPv6) as iproute2's get_prefix reads it; the prefix defaults to the host length. */
-export function parsePrefix(text: string): Inet | undefined {
-  const [addr = '', len, extra] = text.split('/');
-  if (extra !== undefined) return undefined;
-  const ip = parseIp(addr);
-  if (!ip) return undefined;
-  const max = ip.family === 4 ? 32 : 128;
-  if (len === undefined) return { ...ip, prefix: max };
-  if (!/^\d{1,3}$/.test(len)) return undefined;
-  const prefix = Number(len);
-  if (prefix > max) return undefined;
-  return { ...ip, prefix };
-}
-
-export function formatIp(family: 4 | 6, value: bigint): string {
-  if (family === 4) {
-    return [24n, 16n, 8n, 0n].map((s) => String((value >> s) & 0xffn)).join('.');
-  }
-  const groups = [112n, 96n, 80n, 64n, 48n, 32n, 16n, 0n].map((s) => (value >> s) & 0xffffn);
-  // RFC 5952: compress the longest run (>1) of zero groups, the first one on a tie.
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0n) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0n) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (best < 0) return hex.join(':');
-  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
-}
-
-function bits(family: 4 | 6): number {
-  return family === 4 ? 32 : 128;
-}
-
-export function maskOf(family: 4 | 6, prefix: number): bigint {
-  const width = BigInt(bits(family));
-  const all = (1n << width) - 1n;
-  return prefix === 0 ? 0n : all ^ ((1n << (width - BigInt(prefix))) - 1n);
-}
-
-export function networkOf(a: Inet): bigint {
-  return a.value & maskOf(a.family, a.prefix);
-}
-
-export function inSubnet(ip: { family: 4 | 6; value: bigint }, net: Inet): boolean {
-  return ip.family === net.family && (ip.value & maskOf(net.family, net.prefix)) === networkOf(net);
-}
-
-export function formatInet(a: Inet): string {
-  return `${formatIp(a.family, a.value)}/${a.prefix}`;
-}
-
 // ---------------------------------------------------------------- links, routes
 
 export interface Link {
@@ -132,51 +23,92 @@ export interface Link {
   name: string;
   /** Shown after the name in `ip link`/`ip addr` (`net1@if2`). */
   peer: string;
+  /** `ifb` for a device made with `ip link add … type ifb`; undefined for the CNI's veth/macvlan links. */
+  kind?: 'ifb';
   mac: string;
   mtu: number;
+  txqueuelen?: number;
   up: boolean;
   arp: boolean;
-  addresses: Inet[];
+  addresses: Address[];
 }
+
+/** An address on a link; `brd` when it was given a broadcast address (the CNI's own addresses are). */
+export type Address = Inet & { brd?: boolean };
 
 export interface Route {
   /** 'default' or a network prefix. */
   dst: Inet;
-  via?: { family: 4 | 6; value: bigint };
+  via?: Ip;
+  dev: string;
+  onlink?: boolean;
+}
+
+/** A route the CNI puts in a fresh sandbox (from the pod's annotations), in text form. */
+export interface CniRoute {
+  /** `0.0.0.0/0` or a CIDR. */
+  dst: string;
+  via?: string;
   dev: string;
 }
 
 // ---------------------------------------------------------------- tc
 
-export interface U32Node {
-  /** `800::800` */
-  handle: string;
-  order: number;
-  direction: 'src' | 'dst';
-  match: Inet;
+export interface Police {
+  index: number;
   /** Bits per second. */
   rate: bigint;
   /** Bytes. */
   burst: number;
-  policeIndex: number;
   action: string;
-  flowid: string;
+}
+
+export interface U32Node {
+  /** `800::800` */
+  handle: string;
+  order: number;
+  /** `match ip src|dst <cidr>`; undefined for `match u32 0 0` (every packet). */
+  key?: { direction: 'src' | 'dst'; match: Inet };
+  police?: Police;
+  /** `action mirred egress redirect dev <dev>`. */
+  mirred?: { index: number; dev: string };
+  /** `1:42b3`, `:1`; undefined when the node only acts (mirred). */
+  flowid?: string;
 }
 
 export interface U32Prio {
   prio: number;
+  protocol: 'ip' | 'all';
   /** Hash table id, e.g. 0x800. */
   ht: number;
   nextNode: number;
   nodes: U32Node[];
 }
 
+export type QdiscKind = 'ingress' | 'htb' | 'fq_codel' | 'pfifo';
+
 export interface Qdisc {
-  kind: 'ingress' | 'htb';
-  /** Major handle, e.g. 'ffff:' or '1:'. */
+  dev: string;
+  kind: QdiscKind;
+  /** Major handle as tc prints it: 'ffff:', '1:', '8001:'. */
   handle: string;
+  /** 'root', 'ingress', or the class a leaf hangs from ('1:42b3'). */
+  parent: string;
+  /** htb's `default` class minor (0 = none). */
+  defaultMinor?: number;
   prios: U32Prio[];
   nextHt: number;
+}
+
+export interface HtbClass {
+  dev: string;
+  /** The qdisc's major handle, '1:'. */
+  major: string;
+  minor: number;
+  rate: bigint;
+  ceil: bigint;
+  burst: number;
+  cburst: number;
 }
 
 // ---------------------------------------------------------------- iptables
@@ -188,6 +120,10 @@ export interface NatRule {
   out?: string;
   proto?: string;
   dport?: string;
+  /** `-m mark --mark <value>/<mask>`, as given (`0x1/0x1`). */
+  mark?: string;
+  /** `-m conntrack --ctstate <state> [--ctorigdst <ip>]`. */
+  conntrack?: { state?: string; origDst?: Inet };
   target: string;
   /** Target options in iptables-save order, e.g. ['--to-destination', '192.168.0.5:80']. */
   targetArgs: string[];
@@ -198,13 +134,20 @@ export interface Chain {
   rules: NatRule[];
 }
 
-export const BUILTIN_NAT_CHAINS = ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'] as const;
+export type TableName = 'nat' | 'mangle';
+
+export const BUILTIN_CHAINS: Record<TableName, readonly string[]> = {
+  nat: ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'],
+  mangle: ['PREROUTING', 'INPUT', 'FORWARD', 'OUTPUT', 'POSTROUTING'],
+};
 
 // ---------------------------------------------------------------- the namespace
 
 export interface NetOptions {
   net1?: Inet;
   eth0?: Inet;
+  /** The routes the CNI installs; undefined = a default route via the first host of eth0's subnet. */
+  cniRoutes?: readonly { dst: Inet; via?: Ip; dev: string }[];
 }
 
 /** Deterministic locally administered MAC from a seed string. */
@@ -215,77 +158,78 @@ export function macFrom(seed: string): string {
   return bytes.map((b) => b.toString(16).padStart(2, '0')).join(':');
 }
 
+function cniLink(index: number, name: string, peer: string, mtu: number, own: Inet | undefined): Link {
+  return {
+    index,
+    name,
+    peer,
+    mac: macFrom(`${name}:${own ? formatInet(own) : ''}`),
+    mtu,
+    up: true,
+    arp: true,
+    addresses: own ? [{ ...own, brd: name !== 'lo' }] : [],
+  };
+}
+
 export class NetState {
   links = new Map<string, Link>();
   routes: Route[] = [];
   qdiscs: Qdisc[] = [];
-  chains = new Map<string, Chain>();
-  policeIndex = 0;
+  classes: HtbClass[] = [];
+  /** Each htb qdisc's class hash table (`<dev> <major>`), which decides the order classes are listed in. */
+  classHashes = new Map<string, { size: number; count: number; buckets: HtbClass[][] }>();
+  tables = new Map<TableName, Map<string, Chain>>();
+  /** The container's files the scripts write and read (/etc/kube-ovn/nat-gateway.env). */
+  files = new Map<string, string>();
+  /** tc action indexes (police, mirred) and the next automatic qdisc handle. */
+  actionIndex = 0;
+  nextQdiscHandle = 0x8001;
 
   constructor(private readonly options: NetOptions) {
     this.reset();
   }
 
-  /** Back to what the CNI gives a fresh sandbox: own addresses, a default route via eth0, nothing else. */
+  /** Back to what the CNI gives a fresh sandbox: own addresses and the CNI's routes, nothing else. */
   reset(): void {
     const { net1, eth0 } = this.options;
+    const lo = cniLink(1, 'lo', '', 65536, { family: 4, value: 0x7f000001n, prefix: 8 });
+    lo.mac = '00:00:00:00:00:00';
+    lo.arp = false;
     this.links = new Map([
-      [
-        'lo',
-        {
-          index: 1,
-          name: 'lo',
-          peer: '',
-          mac: '00:00:00:00:00:00',
-          mtu: 65536,
-          up: true,
-          arp: false,
-          addresses: [{ family: 4, value: 0x7f000001n, prefix: 8 }],
-        },
-      ],
-      [
-        'eth0',
-        {
-          index: 2,
-          name: 'eth0',
-          peer: '@if9',
-          mac: macFrom(`eth0:${eth0 ? formatInet(eth0) : ''}`),
-          mtu: 1400,
-          up: true,
-          arp: true,
-          addresses: eth0 ? [eth0] : [],
-        },
-      ],
-      [
-        'net1',
-        {
-          index: 3,
-          name: 'net1',
-          peer: '@if2',
-          mac: macFrom(`net1:${net1 ? formatInet(net1) : ''}`),
-          mtu: 1500,
-          up: true,
-          arp: true,
-          addresses: net1 ? [net1] : [],
-        },
-      ],
+      ['lo', lo],
+      ['eth0', cniLink(2, 'eth0', '@if9', 1400, eth0)],
+      ['net1', cniLink(3, 'net1', '@if2', 1500, net1)],
     ]);
-    this.routes = [];
-    if (eth0?.family === 4 && eth0.prefix < 31) {
-      // kube-ovn's subnet gateway defaults to the first host address of the subnet.
-      this.routes.push({
-        dst: { family: 4, value: 0n, prefix: 0 },
-        via: { family: 4, value: networkOf(eth0) + 1n },
-        dev: 'eth0',
-      });
-    }
+    this.routes = this.options.cniRoutes
+      ? this.options.cniRoutes.map((r) => ({ ...r }))
+      : defaultRoutes(eth0);
     this.qdiscs = [];
-    this.chains = new Map(BUILTIN_NAT_CHAINS.map((c) => [c, { builtin: true, rules: [] }]));
-    this.policeIndex = 0;
+    this.classes = [];
+    this.classHashes = new Map();
+    // iptables-nft makes a table on its first write; before init iptables-save prints nothing.
+    this.tables = new Map();
+    this.files = new Map();
+    this.actionIndex = 0;
+    this.nextQdiscHandle = 0x8001;
   }
 
   link(name: string): Link | undefined {
     return this.links.get(name);
+  }
+
+  /** The nat table's chains (none before anything wrote to it). */
+  get chains(): ReadonlyMap<string, Chain> {
+    return this.tables.get('nat') ?? new Map();
+  }
+
+  /** A table's chains, created with its built-in chains on first use (as iptables-nft does). */
+  table(name: TableName): Map<string, Chain> {
+    let t = this.tables.get(name);
+    if (!t) {
+      t = builtinChains(name);
+      this.tables.set(name, t);
+    }
+    return t;
   }
 
   /** Connected (proto kernel) routes: one per distinct network of each up link's addresses. */
@@ -304,14 +248,15 @@ export class NetState {
   }
 
   /** Whether `gw` is directly reachable on `dev` (inside one of its connected networks). */
-  reachable(gw: { family: 4 | 6; value: bigint }, dev: string): boolean {
+  reachable(gw: Ip, dev: string): boolean {
     const l = this.links.get(dev);
     if (!l) return false;
     return l.addresses.some((a) => inSubnet(gw, a) && a.prefix < bits(a.family));
   }
 
-  qdisc(handle: string): Qdisc | undefined {
-    return this.qdiscs.find((q) => q.handle === handle);
+  /** The qdisc of `dev` with major handle `handle` ('1:', 'ffff:'). */
+  qdisc(dev: string, handle: string): Qdisc | undefined {
+    return this.qdiscs.find((q) => q.dev === dev && q.handle === handle);
   }
 
   /** True once `init` has created the script's chains (check_inited's test). */
@@ -320,8 +265,22 @@ export class NetState {
   }
 }
 
-export function sameInet(a: Inet, b: Inet): boolean {
-  return a.family === b.family && a.value === b.value && a.prefix === b.prefix;
+/** Without routes from the pod's annotations, the CNI points the default route at eth0's subnet gateway. */
+function defaultRoutes(eth0: Inet | undefined): Route[] {
+  if (eth0?.family !== 4 || eth0.prefix >= 31) return [];
+  // kube-ovn's subnet gateway defaults to the first host address of the subnet.
+  return [
+    {
+      dst: { family: 4, value: 0n, prefix: 0 },
+      via: { family: 4, value: networkOf(eth0) + 1n },
+      dev: 'eth0',
+    },
+  ];
+}
+
+/** A table with only its built-in chains (what iptables lists for a table nothing wrote to yet). */
+export function builtinChains(table: TableName): Map<string, Chain> {
+  return new Map(BUILTIN_CHAINS[table].map((c) => [c, { builtin: true, rules: [] }]));
 }
 
 /** Bash word splitting on the default IFS (space, tab, newline); empty words vanish. */

@@ -13,6 +13,7 @@ import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, type V1Status } from '@k
 import { afterAll, describe, expect, it } from 'vitest';
 import { startKubeApi } from '../../local/kube-api/index.js';
 import { forgetKubectlWorkspace, kubeConfigFor, kubectl, kubectlWith } from '../../local/kube-api/testing.js';
+import { DEFAULT_RELEASE } from '../../local/natgw/releases.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { apiError, EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
 
@@ -121,7 +122,11 @@ kubectlSuite('running the local API', () => {
       try {
         await waitFor(() => first.stdout().includes('\n'), 20_000);
         const line = first.stdout().trim();
-        expect(line).toMatch(new RegExp(`^ready: http://127\\.0\\.0\\.1:\\d+ kubeconfig=${kubeconfig}$`));
+        expect(line).toMatch(
+          new RegExp(
+            `^ready: http://127\\.0\\.0\\.1:\\d+ kubeconfig=${kubeconfig} kube-ovn=${DEFAULT_RELEASE}$`,
+          ),
+        );
         const url = line.split(' ')[1] as string;
         expect(readFileSync(kubeconfig, 'utf8')).toContain(`server: ${url}`);
         const created = await kubectlWith({ url }, { stdin: manifest(eip('kept')) }, 'apply', '-f', '-');

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { DEFAULT_RELEASE } from '../../local/natgw/releases.js';
 import { eventually, eventuallyValue, GiveUp } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
@@ -94,8 +95,9 @@ describe.skipIf(skip)('npm start', () => {
 
   it('prints a ready: line, makes the demo EIP Ready, answers kubectl and npm run invoke, and drains on Ctrl-C', async () => {
     const s = start('--data-dir', join(dir, 'data'));
-    const ready = await waitFor(s, /^ready: kubeconfig=(\S+) api=(\S+) dynamodb=(\S+)/m);
+    const ready = await waitFor(s, /^ready: kubeconfig=(\S+) api=(\S+) dynamodb=(\S+).*$/m);
     expect(ready[1]).toBe(kubeconfig);
+    expect(ready[0]).toContain(` kube-ovn=${DEFAULT_RELEASE}`);
     firstIp = (await waitFor(s, /demo: iptables-eip demo-eip is Ready with (\S+) on gateway gw1/))[1]!;
 
     const get = await kubectl(
@@ -183,6 +185,64 @@ describe.skipIf(skip)('npm start', () => {
       code: 2,
       stderr: expect.stringContaining(
         'start: --with-kube-ovn-eip-controller and --with-kube-ovn-eip-workers-off exclude each other',
+      ),
+    });
+  });
+
+  it('plays the kube-ovn release --kube-ovn-version names: on ready:, in the header, in the gateway pod', async () => {
+    const s = start('--kube-ovn-version=1.16');
+    const ready = await waitFor(s, /^ready: .* kube-ovn=1\.16 .*dashboard=(\S+)$/m);
+    const page = await (await fetch(ready[1]!)).text();
+    expect(page).toContain('<span class="sub" id="kube-ovn">kube-ovn 1.16</span>');
+    const image = await kubectl(
+      'get',
+      'pod',
+      '-n',
+      'kube-system',
+      'vpc-nat-gw-gw1-0',
+      '-o',
+      'jsonpath={.spec.containers[0].image} {.spec.containers[0].env[0].name}={.spec.containers[0].env[0].value}',
+    );
+    expect(image.stdout).toBe('docker.io/kubeovn/vpc-nat-gateway:v1.16.0 GATEWAY_V4=172.18.0.1');
+    // The stand-in's init exec (kube-ovn 1.15+) writes the env file once the pod runs.
+    const env = await eventuallyValue(
+      async () =>
+        (
+          await kubectl(
+            'exec',
+            '-n',
+            'kube-system',
+            'vpc-nat-gw-gw1-0',
+            '-c',
+            'vpc-nat-gw',
+            '--',
+            'cat',
+            '/etc/kube-ovn/nat-gateway.env',
+          ).catch(() => ({ stdout: '' }))
+        ).stdout,
+      { timeoutMs: 15_000, what: 'the env file of the 1.16 gateway' },
+    );
+    expect(env).toBe('VPC_INTERFACE=eth0\nEXTERNAL_INTERFACE=net1\n');
+    s.child.kill('SIGINT');
+    expect(await s.exited).toBe(0);
+  }, 90_000);
+
+  it('lists the releases in --help and refuses an unknown one with exit status 2', async () => {
+    const help = await run(process.execPath, [tsx, join(root, 'scripts/start.ts'), '--help'], { cwd: root });
+    expect(help.stdout).toMatch(
+      /--kube-ovn-version V .*\n.*1\.12, 1\.13, 1\.14, 1\.15, 1\.16, master \(default: 1\.\d+\)/,
+    );
+    const r = await run(
+      process.execPath,
+      [tsx, join(root, 'scripts/start.ts'), '--kube-ovn-version', '1.11'],
+      {
+        cwd: root,
+      },
+    ).catch((e: { code: number; stderr: string }) => e);
+    expect(r).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining(
+        'start: --kube-ovn-version must be one of 1.12, 1.13, 1.14, 1.15, 1.16, master (a patch release such as 1.15.2 also reads as its line), got "1.11"',
       ),
     });
   });

@@ -1,8 +1,8 @@
 import { Exec, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GATEWAY_IMAGE } from '../../local/controllers/gateway.js';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
 import { kubeConfigFromFile } from '../../local/kubeconfig.js';
+import { gatewayImage } from '../../local/natgw/releases.js';
 import { createK8sCluster } from '../../shared/adapters/k8s/index.js';
 import { KubeHttpError } from '../../shared/adapters/k8s/rest.js';
 import { IPAM_HOME_ANNOTATION } from '../../shared/domain/addressing.js';
@@ -23,13 +23,13 @@ let standIns: StandIns;
 const warnings: string[] = [];
 
 beforeAll(async () => {
-  w = await startWorld();
+  w = await startWorld({ kubeOvnRelease: '1.12' });
   cluster = createK8sCluster({
     kubeConfig: w.kc,
     namespace: 'kube-system',
     log: { warn: (m) => warnings.push(m) },
   });
-  standIns = await startStandIns({ kubeConfig: w.kc });
+  standIns = await startStandIns({ kubeConfig: w.kc, release: '1.12' });
   await createSubnets(w);
 });
 
@@ -139,7 +139,7 @@ describe('findGatewayPod', () => {
     expect(pod.container).toMatchObject({ restartCount: 0, ready: true });
     expect(pod.container?.startedAt).toMatch(/Z$/);
     // What the dialect is chosen from: the stand-in builds the pod as kube-ovn 1.12's StatefulSet does.
-    expect(pod.template).toMatchObject({ image: GATEWAY_IMAGE, env: {}, initRunsScript: true });
+    expect(pod.template).toMatchObject({ image: gatewayImage('1.12'), env: {}, initRunsScript: true });
   });
 
   it("sees the container restart count go up after the gateway's PID 1 is killed", async () => {

@@ -4,6 +4,7 @@
  */
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
+import type { KubeOvnRelease } from '../../local/natgw/releases.js';
 import { API_VERSION, GROUP, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
 
 export interface World {
@@ -14,8 +15,9 @@ export interface World {
   close(): Promise<void>;
 }
 
-export async function startWorld(): Promise<World> {
-  const api = await startKubeApi({ restartDelayMs: 20 });
+/** The local API; its gateway pods run the lab's default kube-ovn release unless one is given. */
+export async function startWorld(options: { kubeOvnRelease?: KubeOvnRelease } = {}): Promise<World> {
+  const api = await startKubeApi({ restartDelayMs: 20, ...options });
   const kc = new KubeConfig();
   kc.loadFromString(api.kubeconfigYaml());
   return {
