@@ -254,6 +254,7 @@ export async function startGatewayStandIn(o: GatewayStandInOptions): Promise<{ s
    * 1.12 does it once per pod (its init container runs again after a restart); from 1.13 the stand-in does it
    * again for every new container of the pod, where kube-ovn instead rolls the pod once (local/controllers/README.md).
    */
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the lab's kube-ovn stand-in: one step per release difference, kept in the order kube-ovn's own controller runs them (ADR 0054)
   async function initialise(pod: V1Pod, input: GatewayPodInput): Promise<void> {
     const uid = pod.metadata?.uid ?? '';
     const status = pod.status?.containerStatuses?.find((c) => c.name === GATEWAY_CONTAINER);

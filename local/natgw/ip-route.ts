@@ -58,6 +58,7 @@ interface RouteArgs {
   onlink: boolean;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parseRouteArgs(args: readonly string[]): RouteArgs | ToolResult {
   const out: RouteArgs = { onlink: false };
   for (let i = 0; i < args.length; i++) {
@@ -86,6 +87,7 @@ function parseDst(text: string, family: 4 | 6): Inet | undefined {
   return parsePrefix(text);
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function routeModify(
   net: NetState,
   args: readonly string[],

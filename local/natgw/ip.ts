@@ -16,6 +16,7 @@ export interface IpFlags {
   family?: 4 | 6;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 export function ip(net: NetState, argv: readonly string[]): ToolResult {
   const flags: IpFlags = { oneline: false };
   let i = 0;
@@ -142,6 +143,7 @@ function linkHeader(net: NetState, l: Link, modeLine: boolean): string[] {
   ];
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function addrModify(net: NetState, args: readonly string[], op: 'add' | 'replace' | 'del'): ToolResult {
   let local: string | undefined;
   let dev: string | undefined;
@@ -236,6 +238,7 @@ function linkAdd(net: NetState, args: readonly string[]): ToolResult {
   return ok();
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function linkSet(net: NetState, rest: readonly string[]): ToolResult {
   let dev: string | undefined;
   const changes: Array<(l: Link) => void> = [];

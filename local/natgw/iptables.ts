@@ -36,6 +36,7 @@ function builtinChains(chains: Map<string, Chain>): Array<[string, Chain]> {
 }
 
 /** `iptables-save [-t table]`: every simulated table that exists (mangle, then nat), or the one asked for. */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 export function iptablesSave(net: NetState, argv: readonly string[], now: Date): ToolResult {
   let only: string | undefined;
   for (let i = 0; i < argv.length; i++) {
@@ -108,6 +109,7 @@ function readCommand(p: Parsed, op: Op, argv: readonly string[], i: number): num
   return i + 1;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parse(argv: readonly string[]): Parsed | ToolResult {
   const p: Parsed = { table: 'filter', spec: { targetArgs: [], matches: [] } };
   for (let i = 0; i < argv.length; i++) {
@@ -153,6 +155,7 @@ export function iptables(net: NetState, argv: readonly string[]): ToolResult {
   return ruleOp(net.table(table), p.op, p.chain!, rule, p.position);
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function chainOp(
   net: NetState,
   table: TableName,

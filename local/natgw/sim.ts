@@ -250,6 +250,7 @@ export class NatGatewaySim {
       [...q.prios]
         .sort((a, b) => a.prio - b.prio)
         .flatMap((p) =>
+          // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
           p.nodes.flatMap((n): TcFilter[] => {
             if (!n.key) return [];
             const cls = this.net.classes.find(

@@ -23,6 +23,7 @@ interface ClassArgs {
   rest: string[];
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parseClassArgs(args: readonly string[]): ClassArgs | ToolResult {
   const c: ClassArgs = { rest: [] };
   for (let i = 0; i < args.length; i++) {
@@ -51,6 +52,7 @@ interface HtbOptions {
   cburst?: number;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parseHtbOptions(opts: readonly string[]): HtbOptions | ToolResult {
   const o: HtbOptions = {};
   for (let i = 0; i < opts.length; i++) {

@@ -43,6 +43,7 @@ interface FilterTarget {
 
 const isResult = (x: unknown): x is ToolResult => typeof x === 'object' && x !== null && 'code' in x;
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function filterHead(args: readonly string[]): FilterTarget | ToolResult {
   const t: FilterTarget = { rest: [] };
   let i = 0;
@@ -159,6 +160,7 @@ function parseMatch(opts: readonly string[], i: number): U32Spec['key'] | 'any' 
   return { direction: a, match: { ...inet, value: networkOf(inet) } };
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parseU32(opts: readonly string[]): U32Spec | ToolResult {
   const spec: U32Spec = { anything: false };
   for (let i = 0; i < opts.length; i++) {
@@ -199,6 +201,7 @@ function requestedNode(handle: string | undefined): number | undefined {
   return m ? Number.parseInt(m[1]!, 16) : undefined;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 export function filterAdd(net: NetState, args: readonly string[]): ToolResult {
   const t = filterHead(args);
   if (isResult(t)) return t;
@@ -252,6 +255,7 @@ function nodeOf(net: NetState, prio: U32Prio, nodeNo: number, spec: U32Spec): U3
   return n;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parsePolice(
   opts: readonly string[],
   start: number,

@@ -9,6 +9,7 @@ import { classAdd, classDel, classShow, dumpOrder } from './tc-class.js';
 import { filterAdd, filterDel, filterShow, type TcFlags } from './tc-filter.js';
 import { formatClassId, majorOf, needDev, parseClassId } from './tc-units.js';
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 export function tc(net: NetState, argv: readonly string[]): ToolResult {
   const flags: TcFlags = { pretty: false, stats: false, details: false };
   let i = 0;
@@ -68,6 +69,7 @@ function qdiscLine(q: Qdisc | undefined, dev: string | undefined): string {
   }
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function qdiscShow(net: NetState, args: readonly string[]): ToolResult {
   let dev: string | undefined;
   let which: 'ingress' | 'root' | undefined;
@@ -106,6 +108,7 @@ interface QdiscArgs {
   defaultMinor?: number;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parseQdiscArgs(args: readonly string[]): QdiscArgs | ToolResult {
   const q: QdiscArgs = {};
   for (let i = 0; i < args.length; i++) {

@@ -16,6 +16,7 @@ interface ArpingArgs {
   target?: string;
 }
 
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a simulated tool's argument parser: one branch per option or word, in the order the real tool reads them (ADR 0054)
 function parseArping(args: readonly string[]): ArpingArgs | ToolResult {
   const a: ArpingArgs = { dev: 'eth0', count: 3, dad: false, unsolicited: false };
   for (let i = 0; i < args.length; i++) {

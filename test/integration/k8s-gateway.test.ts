@@ -83,7 +83,9 @@ describe('Gateway.run', () => {
     );
     expect(g.stdout).toContain('eip-add 172.18.0.11/16,10.9.9.1\n');
     // The message carries stderr's last line: the script's own.
-    expect(g.message).toContain('exit code 2: failed to exec command "ip route replace default via 10.9.9.1 dev net1"');
+    expect(g.message).toContain(
+      'exit code 2: failed to exec command "ip route replace default via 10.9.9.1 dev net1"',
+    );
   });
 
   it('reports an injected exit code as it is', async () => {

@@ -324,7 +324,9 @@ describe('EIP QoS ops', () => {
     const sim = initialised();
     const out = script(sim, 'eip-ingress-qos-add', '172.18.0.10,1,1;touch /tmp/pwned,10');
     expect(out.exitCode).toBe(1);
-    expect(out.stderr).toMatch(/^Illegal "rate"\nIllegal "police"\nfailed to exec command "tc filter add .* rate 1;touchMbit /);
+    expect(out.stderr).toMatch(
+      /^Illegal "rate"\nIllegal "police"\nfailed to exec command "tc filter add .* rate 1;touchMbit /,
+    );
     expect(sim.history().map((h) => h.argv[0])).toEqual(['bash', 'bash']);
   });
 
