@@ -222,13 +222,21 @@ async function moveQos(
   const moving = s.have !== '' && (s.have !== s.want || edited);
   if (!moving && !qos) return;
   const d = await run.dialect(pod);
-  // The old rules' directions; unknown when the policy was edited in place (its old rules are gone).
-  const before = !moving ? undefined : edited ? 'unknown' : await policyDirections(deps, s.have);
+  const before = moving ? await oldDirections(deps, s.have, edited) : undefined;
   result.applied = '';
   for (const call of qosCalls(d, ip, before, qos)) await runGateway(inv, deps, pod, call, d);
   if (!qos) return;
   result.applied = qos.name;
   if (qos.rules.length) run.did(`qos ${qos.name}`);
+}
+
+/** The old rules' directions; unknown when the policy was edited in place (its old rules are gone). */
+async function oldDirections(
+  deps: Deps,
+  have: string,
+  edited: boolean,
+): Promise<readonly QoSDirection[] | 'unknown'> {
+  return edited ? 'unknown' : policyDirections(deps, have);
 }
 
 /**
