@@ -60,7 +60,7 @@ export interface GatewayState {
 }
 
 /** What reading a gateway needs: the read-only execs, the VpcNatGateway's override and KUBE_OVN_RELEASE. */
-export type InspectDeps = Pick<Deps, 'cluster' | 'kubeOvnRelease'> & { inspector: GatewayInspector };
+type InspectDeps = Pick<Deps, 'cluster' | 'kubeOvnRelease'> & { inspector: GatewayInspector };
 
 /**
  * Reads a gateway: its dialect chosen for reading (its nat table and env file read first when only they tell), the

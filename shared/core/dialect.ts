@@ -28,7 +28,7 @@ import type { Deps, GatewayInspector, GatewayPod } from '../ports.js';
 const STATES = new Map<string, GatewayState>();
 const MAX_STATES = 256;
 
-export interface DialectOptions {
+interface DialectOptions {
   /** The VpcNatGateway, when the caller has read it (undefined: read here; null: it is gone). */
   gateway?: VpcNatGateway | null;
   signal?: AbortSignal;
@@ -99,7 +99,7 @@ export async function readCommand(
  * it), and whether init wrote the env file. Kept for the pod once kube-ovn has initialised it.
  * @throws GatewayNotReadyError before init (nothing in it tells yet)
  */
-export async function readGatewayState(
+async function readGatewayState(
   inspector: GatewayInspector,
   pod: GatewayPod,
   signal?: AbortSignal,

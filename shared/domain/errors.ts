@@ -102,7 +102,7 @@ export class NatGwDisabledError extends PermanentError {
 }
 
 /** How a gateway refused (shared/domain/dialect/failures.ts classifies the script's messages). */
-export interface RefusalFacts {
+interface RefusalFacts {
   /** Which refusal: `malformed-argument`, `unknown-operation`, `kernel-lacks-feature`, `address-in-use`, … */
   reason?: string;
   /**
