@@ -14,7 +14,7 @@ export const NEWEST_RELEASE: KubeOvnRelease = '1.16';
  * (which 1.13+ refuses); once the product speaks every release this line becomes `= NEWEST_RELEASE`
  * (docs/adr/0065-lab-speaks-every-kube-ovn-release.md).
  */
-export const DEFAULT_RELEASE: KubeOvnRelease = '1.16';
+export const DEFAULT_RELEASE: KubeOvnRelease = '1.12';
 
 /** The kube-ovn tag each release line's model follows (the gateway image carries the same tag). */
 export const RELEASE_TAG: Readonly<Record<KubeOvnRelease, string>> = {
