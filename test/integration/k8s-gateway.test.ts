@@ -10,7 +10,7 @@ import {
 } from '../../shared/domain/errors.js';
 import type { Gateway, GatewayPod } from '../../shared/ports.js';
 import { eventuallyValue } from '../support/eventually.js';
-import { createGateway, createSubnets, startWorld, type World } from './k8s-fixtures.js';
+import { createGateway, createSubnets, gatewayPod, startWorld, type World } from './k8s-fixtures.js';
 
 let w: World;
 let standIns: StandIns;
@@ -27,6 +27,12 @@ beforeAll(async () => {
   pod = await eventuallyValue(async () => {
     const p = await cluster.findGatewayPod('gw1');
     return p?.phase === 'Running' && p.container?.ready ? p : undefined;
+  });
+  // The stand-in sets kube-ovn's init annotation only after every init exec (1.12 runs two), so no exec of its
+  // own can land between the ones this suite counts.
+  await eventuallyValue(async () => {
+    const p = await gatewayPod(w, 'gw1');
+    return p?.metadata?.annotations?.['ovn.kubernetes.io/vpc_nat_gw_init'] === 'true' ? p : undefined;
   });
   sim = await eventuallyValue(() => {
     const s = w.api.gateways.get('kube-system', pod.name);
