@@ -56,6 +56,42 @@ describe('the Lambda bundles', () => {
     expect(stdout).toMatch(/^ConfigError: invalid configuration:[\s\S]*TABLE_NAME is required/);
   });
 
+  it('keeps error class names through minification: a deadline shows as DeadlineError, not a mangled name', async () => {
+    const out = join(dir, 'add-names.cjs');
+    await build({
+      ...FUNCTION_BUNDLE,
+      entryPoints: [join(root, 'functions/add/handler.ts')],
+      outfile: out,
+      logLevel: 'silent',
+    });
+    // A valid event and configuration, a table nobody answers for, and 1 ms of budget left before the early
+    // timeout: the edge gives up with a DeadlineError (retryable), which the runtime reports by its `name`.
+    const event = {
+      version: 1,
+      id: 'e1',
+      handler: 'add',
+      reason: 'added',
+      object: { kind: 'IptablesEIP', name: 'eip-1', uid: 'u1' },
+    };
+    const script = `require(${JSON.stringify(out)}).handler(${JSON.stringify(event)}, { getRemainingTimeInMillis: () => 3001, awsRequestId: 'r1' }).then((o) => process.stdout.write('resolved ' + JSON.stringify(o)), (e) => process.stdout.write(e.name))`;
+    const { stdout } = await run(process.execPath, ['-e', script], {
+      cwd: dir,
+      env: {
+        PATH: process.env.PATH ?? '',
+        AWS_REGION: 'eu-west-1',
+        AWS_ACCESS_KEY_ID: 'x',
+        AWS_SECRET_ACCESS_KEY: 'x',
+        EKS_CLUSTER_NAME: 'c',
+        EKS_ENDPOINT: 'https://127.0.0.1:1',
+        EKS_CA_DATA: 'LS0t',
+        TABLE_NAME: 'names-ipam',
+        DYNAMODB_ENDPOINT: 'http://127.0.0.1:1',
+        LOG_LEVEL: 'error',
+      },
+    });
+    expect(stdout.trim().split('\n').at(-1)).toBe('DeadlineError');
+  });
+
   it.each(['add', 'update', 'reset', 'delete', 'gc'])(
     '%s ships the thin Kubernetes client, without client-node or a YAML parser, under 1 MB (ADR 0027)',
     async (fn) => {
