@@ -1,5 +1,7 @@
+import { partition } from '@aws-sdk/core/client';
+import { STSClient } from '@aws-sdk/nested-clients/sts';
 import { describe, expect, it } from 'vitest';
-import { cachedEksToken, mintEksToken } from '../../shared/adapters/aws/eks-token.js';
+import { cachedEksToken, mintEksToken, stsHostOf } from '../../shared/adapters/aws/eks-token.js';
 
 const credentials = async () => ({
   accessKeyId: 'AKIDEXAMPLE',
@@ -52,4 +54,57 @@ describe('EKS token', () => {
     t += 2 * 60_000;
     expect(await get()).not.toBe(first);
   });
+});
+
+describe('the STS host of the token, by partition', () => {
+  // Regions of every partition in the SDK's own partition table, and names it has not heard of yet.
+  const regions = [
+    'eu-west-1',
+    'us-east-1',
+    'ap-southeast-7',
+    'mx-central-1',
+    'il-central-1',
+    'cn-north-1',
+    'cn-northwest-1',
+    'us-gov-west-1',
+    'us-gov-east-1',
+    'us-iso-east-1',
+    'us-isob-east-1',
+    'eu-isoe-west-1',
+    'us-isof-south-1',
+    'eusc-de-east-1',
+    'ap-future-9',
+    'cn-future-9',
+  ];
+
+  it.each(regions)('%s: the SDK partition table and its STS endpoint rules give the same host', (region) => {
+    // The SDK's STS client (the credential providers' own) resolves the regional endpoint from its rule set.
+    const sts = new STSClient({ region });
+    const url = sts.config.endpointProvider({
+      Region: region,
+      UseFIPS: false,
+      UseDualStack: false,
+      UseGlobalEndpoint: false,
+    }).url;
+    expect(stsHostOf(region)).toBe(url.hostname);
+    expect(stsHostOf(region)).toBe(`sts.${region}.${partition(region).dnsSuffix}`);
+  });
+
+  it('China: the token is presigned for sts.<region>.amazonaws.com.cn, signed for that region', async () => {
+    const token = await mintEksToken({ clusterName: 'c', region: 'cn-north-1', credentials });
+    const url = decode(token);
+    expect(url.hostname).toBe('sts.cn-north-1.amazonaws.com.cn');
+    expect(url.searchParams.get('X-Amz-Credential')).toMatch(/\/cn-north-1\/sts\/aws4_request$/);
+  });
+
+  it('GovCloud: amazonaws.com with the us-gov region', () => {
+    expect(stsHostOf('us-gov-west-1')).toBe('sts.us-gov-west-1.amazonaws.com');
+  });
+
+  it.each(['', 'eu_west_1', 'EU-WEST-1', 'evil.example.com/x', 'eu-west-1.attacker'])(
+    'refuses %j: the region becomes a host name',
+    (region) => {
+      expect(() => stsHostOf(region)).toThrow(/is not an AWS region name/);
+    },
+  );
 });

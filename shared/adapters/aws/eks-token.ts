@@ -12,13 +12,35 @@ import type { AwsCredentialIdentityProvider } from '@smithy/types';
 
 export const TOKEN_LIFETIME_MS = 14 * 60_000;
 
+/**
+ * The DNS suffix of each AWS partition, by the region-name pattern the SDK's partition table uses (China:
+ * amazonaws.com.cn; GovCloud: amazonaws.com, with us-gov regions; the isolated partitions their own). Checked
+ * against the SDK's table and its STS endpoint rules in test/unit/eks-token.test.ts.
+ */
+const PARTITIONS: readonly [RegExp, string][] = [
+  [/^cn-\w+-\d+$/, 'amazonaws.com.cn'],
+  [/^us-gov-\w+-\d+$/, 'amazonaws.com'],
+  [/^us-iso-\w+-\d+$/, 'c2s.ic.gov'],
+  [/^us-isob-\w+-\d+$/, 'sc2s.sgov.gov'],
+  [/^eu-isoe-\w+-\d+$/, 'cloud.adc-e.uk'],
+  [/^us-isof-\w+-\d+$/, 'csp.hci.ic.gov'],
+  [/^eusc-de-\w+-\d+$/, 'amazonaws.eu'],
+];
+
+/** The regional STS host of a region: what `aws eks get-token` presigns, and the API server's authenticator accepts. */
+export function stsHostOf(region: string): string {
+  if (!/^[a-z]{2,4}(-[a-z]+)+-\d+$/.test(region)) throw new Error(`"${region}" is not an AWS region name`);
+  const suffix = PARTITIONS.find(([pattern]) => pattern.test(region))?.[1] ?? 'amazonaws.com';
+  return `sts.${region}.${suffix}`;
+}
+
 export async function mintEksToken(options: {
   clusterName: string;
   region: string;
   credentials?: AwsCredentialIdentityProvider;
   now?: Date;
 }): Promise<string> {
-  const hostname = `sts.${options.region}.amazonaws.com`;
+  const hostname = stsHostOf(options.region);
   const signer = new SignatureV4({
     service: 'sts',
     region: options.region,
