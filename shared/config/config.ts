@@ -15,12 +15,14 @@
  * | `DRIFT_REPAIR` | `gc` only: `off` skips the drift check and repair of the gateways after collection | `on` |
  * | `AWS_LAMBDA_FUNCTION_NAME` | set by Lambda: the service name in logs, EMF metrics instead of counters, the Events' reporting instance | — |
  * | `AWS_ACCESS_KEY_ID` | with `DYNAMODB_ENDPOINT` and no key, placeholder credentials are used (dynalite accepts any) | — |
+ * | `AWS_REGION`, `AWS_DEFAULT_REGION` | region of DynamoDB and of the EKS token; else the AWS profile's (`AWS_PROFILE`, `AWS_CONFIG_FILE`; region.ts) | required, but for a local `DYNAMODB_ENDPOINT` |
  *
  * Nothing in functions/ or shared/ reads the environment but this loader and the bridge's (shared/bridge/config.ts),
  * except the logger's per-invocation trace header (observability/log.ts; ADR 0053).
  */
 import { parseRelease } from '../domain/dialect/dialects.js';
 import { type Level, levelFromEnv } from '../observability/log.js';
+import { REGION_NAME, resolveRegion } from './region.js';
 
 export type KubeAccess =
   | { kind: 'kubeconfig'; path: string }
@@ -124,9 +126,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   if (!DNS_LABEL.test(namespace) || namespace.length > 63)
     problems.push(`EIP_NAMESPACE "${namespace}" is not a namespace name`);
 
-  const region = env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || 'us-east-1';
-  const kube = kubeAccessOf(env, region, problems);
-  const dynamo = dynamoOf(env, region, problems);
+  const region = regionOf(env, problems);
+  const kube = kubeAccessOf(env, region ?? '', problems);
+  const dynamo = dynamoOf(env, region ?? 'local', problems);
+  // Never a guessed region: only a local DynamoDB endpoint with the kubeconfig path goes without (dynalite
+  // ignores it).
+  if (!region && (kube?.kind === 'eks' || !dynamo.endpoint))
+    problems.push(
+      `no AWS region for ${kube?.kind === 'eks' ? 'the EKS token and DynamoDB' : 'DynamoDB'}: set AWS_REGION (or AWS_DEFAULT_REGION), or a region in the AWS profile (AWS_PROFILE, ~/.aws/config)`,
+    );
   const execTimeoutMs = intIn('EXEC_TIMEOUT_MS', env.EXEC_TIMEOUT_MS, 20_000, [1_000, 300_000], problems);
   const inLambda = !!env.AWS_LAMBDA_FUNCTION_NAME;
   const readCacheMs = intIn(
@@ -155,6 +163,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     inLambda,
     driftRepair: driftRepair === 'on',
   });
+}
+
+/** The region where the AWS CLI and SDKs find it (region.ts); undefined when nowhere. */
+function regionOf(env: NodeJS.ProcessEnv, problems: string[]): string | undefined {
+  const found = resolveRegion(env);
+  if (found && !REGION_NAME.test(found.region))
+    problems.push(`the AWS region "${found.region}" (from ${found.from}) is not a region name`);
+  return found?.region;
 }
 
 /** KUBE_OVN_RELEASE: undefined for `auto` or empty; a problem for a release the product does not speak. */

@@ -87,14 +87,25 @@ describe('resolveTarget', () => {
     ).toThrow(/\$EKS_CLUSTER_NAME names a cluster other than the local stack's/);
   });
 
-  it('accepts a real cluster with its own table', () => {
-    const t = resolveTarget({ stack: stackFile, kubeconfig: realKubeconfig, table: 'prod-ipam' }, {});
+  it("accepts a real cluster with its own table, in the AWS profile's region", () => {
+    const awsConfig = join(dir, 'aws-config');
+    writeFileSync(awsConfig, '[default]\nregion = eu-north-1\n[profile prod]\nregion = ap-south-2\n');
+    const flags = { stack: stackFile, kubeconfig: realKubeconfig, table: 'prod-ipam' };
+    const t = resolveTarget(flags, { AWS_CONFIG_FILE: awsConfig, AWS_PROFILE: 'prod' });
     expect(t?.config.kube).toEqual({ kind: 'kubeconfig', path: realKubeconfig });
     expect(t?.config.dynamo).toEqual({
       tableName: 'prod-ipam',
-      region: 'us-east-1',
+      region: 'ap-south-2',
       placeholderCredentials: false,
     });
+    expect(resolveTarget(flags, { AWS_CONFIG_FILE: awsConfig })?.config.dynamo.region).toBe('eu-north-1');
+    // The environment comes before the profile, as for the AWS CLI.
+    const env = { AWS_CONFIG_FILE: awsConfig, AWS_DEFAULT_REGION: 'ca-west-1' };
+    expect(resolveTarget(flags, env)?.config.dynamo.region).toBe('ca-west-1');
+    // No region anywhere: a usage error that says where to set one, not a guessed region.
+    expect(() => resolveTarget(flags, { AWS_CONFIG_FILE: join(dir, 'no-aws-config') })).toThrow(
+      /no AWS region for DynamoDB: set AWS_REGION .* AWS profile/,
+    );
   });
 
   it('never falls back when something is named: a cluster without a table, a missing kubeconfig', () => {
