@@ -4,6 +4,10 @@
 // Reference: docs/configuration.md. Plain CommonJS: osls loads it with require().
 'use strict';
 
+const { readFileSync } = require('node:fs');
+const { homedir } = require('node:os');
+const { join } = require('node:path');
+
 const REQUIRED = {
   eksClusterName: 'the EKS cluster name (aws eks list-clusters)',
   eksEndpoint: "the cluster's API endpoint (aws eks describe-cluster --name NAME --query cluster.endpoint)",
@@ -20,6 +24,10 @@ const DEFAULTS = {
   vpcSubnetIds: '',
   vpcSecurityGroupIds: '',
   bridgeOidcIssuer: '',
+  bridgePodIdentity: 'false',
+  tracing: 'false',
+  stackTags: '',
+  permissionsBoundary: '',
   execTimeoutMs: '20000',
   kubeOvnRelease: 'auto',
   sourceMaps: 'false',
@@ -100,8 +108,27 @@ function validate(raw) {
       `parameter kubeOvnRelease must be auto or a kube-ovn release the product speaks (1.12 to 1.16, master), got "${v.kubeOvnRelease}"`,
     );
 
-  if (!['true', 'false'].includes(v.sourceMaps))
-    problems.push(`parameter sourceMaps must be true or false, got "${v.sourceMaps}"`);
+  for (const flag of ['sourceMaps', 'bridgePodIdentity', 'tracing'])
+    if (!['true', 'false'].includes(v[flag]))
+      problems.push(`parameter ${flag} must be true or false, got "${v[flag]}"`);
+  const podIdentity = v.bridgePodIdentity === 'true';
+  if (podIdentity && issuer)
+    problems.push(
+      'parameters bridgeOidcIssuer (IRSA) and bridgePodIdentity=true (EKS Pod Identity) each give the bridge its role: choose one',
+    );
+  if (
+    v.permissionsBoundary &&
+    !/^arn:aws[a-z-]*:iam::(\d{12}|aws):policy\/[\w+=,.@/-]{1,128}$/.test(v.permissionsBoundary)
+  )
+    problems.push(`parameter permissionsBoundary "${v.permissionsBoundary}" is not an IAM policy ARN`);
+  const stackTags = tagsOf(v.stackTags, problems);
+  // The region, when the caller resolved one (the entry point always does; '' = found nowhere).
+  if (raw.region === '')
+    problems.push(
+      'no region: give --region, or set AWS_REGION (or AWS_DEFAULT_REGION), or a region in the AWS profile (--aws-profile or AWS_PROFILE, ~/.aws/config)',
+    );
+  else if (raw.region !== undefined && !/^[a-z]{2,4}(-[a-z]+)+-\d+$/.test(String(raw.region)))
+    problems.push(`region "${raw.region}" is not an AWS region name`);
 
   const concurrency = {};
   for (const fn of FUNCTIONS) {
@@ -132,67 +159,212 @@ function validate(raw) {
     sourceMaps: v.sourceMaps === 'true' ? 'linked' : false,
     // Each function's VpcConfig (serverless.yml, resources.extensions); AWS::NoValue leaves the property out.
     vpcConfig: subnets.length ? { SubnetIds: subnets, SecurityGroupIds: groups } : { Ref: 'AWS::NoValue' },
-    vpcManagedPolicies: subnets.length
-      ? // biome-ignore lint/suspicious/noTemplateCurlyInString: a CloudFormation Fn::Sub string
-        [{ 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' }]
-      : { Ref: 'AWS::NoValue' },
     alarmActions: v.alarmTopicArn ? [v.alarmTopicArn] : { Ref: 'AWS::NoValue' },
-    bridgeResources: issuer ? bridgeRole(issuer) : {},
+    // Lambda active tracing (X-Ray), off by default: each function's TracingConfig, and the write permission
+    // it needs (TracingPolicy) on each function's role.
+    tracingConfig: v.tracing === 'true' ? { Mode: 'Active' } : { Ref: 'AWS::NoValue' },
+    managedPolicies: managedPolicies(subnets.length > 0, v.tracing === 'true'),
+    permissionsBoundary: v.permissionsBoundary || { Ref: 'AWS::NoValue' },
+    stackTags,
+    optionalResources: optionalResources({
+      issuer,
+      podIdentity,
+      clusterName: v.eksClusterName,
+      tracing: v.tracing === 'true',
+      boundary: v.permissionsBoundary,
+    }),
     concurrency,
   };
 }
 
-/**
- * The bridge's IAM role for IRSA, when the cluster's OIDC issuer is given: only the bridge's ServiceAccount
- * (infra/bridge/base: eip-lambdas/eip-lambdas-bridge) may assume it, and it carries BridgePublishPolicy.
- */
-function bridgeRole(issuer) {
-  return {
-    Resources: {
-      BridgeRole: {
-        Type: 'AWS::IAM::Role',
-        Properties: {
-          AssumeRolePolicyDocument: {
-            Version: '2012-10-17',
-            Statement: [
-              {
-                Effect: 'Allow',
-                Principal: {
-                  Federated: {
-                    'Fn::Sub': `arn:\${AWS::Partition}:iam::\${AWS::AccountId}:oidc-provider/${issuer}`,
-                  },
-                },
-                Action: 'sts:AssumeRoleWithWebIdentity',
-                Condition: {
-                  StringEquals: {
-                    [`${issuer}:sub`]: 'system:serviceaccount:eip-lambdas:eip-lambdas-bridge',
-                    [`${issuer}:aud`]: 'sts.amazonaws.com',
-                  },
-                },
-              },
-            ],
-          },
-          ManagedPolicyArns: [{ Ref: 'BridgePublishPolicy' }],
+/** `key=value,key=value` → a tag map; keys as CloudFormation stack tags allow them, `aws:` reserved. */
+function tagsOf(text, problems) {
+  const tags = {};
+  for (const pair of list(text)) {
+    const at = pair.indexOf('=');
+    const key = at < 0 ? pair : pair.slice(0, at).trim();
+    const value = at < 0 ? '' : pair.slice(at + 1).trim();
+    if (at < 0 || !/^[\p{L}\p{Z}\p{N}_.:/=+\-@]{1,128}$/u.test(key) || /^aws:/i.test(key))
+      problems.push(
+        `parameter stackTags: "${pair}" is not key=value with a usable tag key (1-128 characters, not aws:)`,
+      );
+    else if (!/^[\p{L}\p{Z}\p{N}_.:/=+\-@]{0,256}$/u.test(value))
+      problems.push(
+        `parameter stackTags: the value of "${key}" is not a usable tag value (0-256 characters)`,
+      );
+    else tags[key] = value;
+  }
+  return tags;
+}
+
+/** The managed policies of every function role: Lambda's VPC access in a VPC, the X-Ray write policy with tracing. */
+function managedPolicies(inVpc, tracing) {
+  const arns = [
+    ...(inVpc
+      ? // biome-ignore lint/suspicious/noTemplateCurlyInString: a CloudFormation Fn::Sub string
+        [{ 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' }]
+      : []),
+    ...(tracing ? [{ Ref: 'TracingPolicy' }] : []),
+  ];
+  return arns.length ? arns : { Ref: 'AWS::NoValue' };
+}
+
+/** Resources and outputs that exist only with some parameters: the bridge's role, the tracing policy. */
+function optionalResources({ issuer, podIdentity, clusterName, tracing, boundary }) {
+  const Resources = {};
+  const Outputs = {};
+  if (issuer || podIdentity) {
+    Object.assign(
+      Resources,
+      bridgeRole(issuer ? irsaTrust(issuer) : podIdentityTrust(clusterName), boundary),
+    );
+    if (podIdentity) Resources.BridgePodIdentityAssociation = podIdentityAssociation(clusterName);
+    Outputs.BridgeRoleArn = {
+      Description: issuer
+        ? 'roleArn of the bridge overlay (infra/bridge): IRSA role of eip-lambdas/eip-lambdas-bridge'
+        : 'EKS Pod Identity role of eip-lambdas/eip-lambdas-bridge (associated by the stack)',
+      Value: { 'Fn::GetAtt': ['BridgeRole', 'Arn'] },
+    };
+  }
+  if (tracing)
+    Resources.TracingPolicy = {
+      Type: 'AWS::IAM::ManagedPolicy',
+      Properties: {
+        Description:
+          'Lambda active tracing: send trace segments to X-Ray (no resource-level permissions exist)',
+        PolicyDocument: {
+          Version: '2012-10-17',
+          Statement: [
+            { Effect: 'Allow', Action: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'], Resource: '*' },
+          ],
         },
       },
+    };
+  return Object.keys(Resources).length ? { Resources, Outputs } : {};
+}
+
+const BRIDGE_NAMESPACE = 'eip-lambdas';
+const BRIDGE_SERVICE_ACCOUNT = 'eip-lambdas-bridge';
+
+/** IRSA: only the bridge's ServiceAccount (infra/bridge/base), through the cluster's OIDC provider. */
+function irsaTrust(issuer) {
+  return {
+    Effect: 'Allow',
+    Principal: {
+      Federated: { 'Fn::Sub': `arn:\${AWS::Partition}:iam::\${AWS::AccountId}:oidc-provider/${issuer}` },
     },
-    Outputs: {
-      BridgeRoleArn: {
-        Description:
-          'roleArn of the bridge overlay (infra/bridge): IRSA role of eip-lambdas/eip-lambdas-bridge',
-        Value: { 'Fn::GetAtt': ['BridgeRole', 'Arn'] },
+    Action: 'sts:AssumeRoleWithWebIdentity',
+    Condition: {
+      StringEquals: {
+        [`${issuer}:sub`]: `system:serviceaccount:${BRIDGE_NAMESPACE}:${BRIDGE_SERVICE_ACCOUNT}`,
+        [`${issuer}:aud`]: 'sts.amazonaws.com',
       },
     },
   };
 }
 
+/**
+ * EKS Pod Identity: the Pod Identity service assumes the role and tags the session (sts:AssumeRole and
+ * sts:TagSession); the session tags it sets restrict the role to this cluster and the bridge's ServiceAccount.
+ */
+function podIdentityTrust(clusterName) {
+  return {
+    Effect: 'Allow',
+    Principal: { Service: 'pods.eks.amazonaws.com' },
+    Action: ['sts:AssumeRole', 'sts:TagSession'],
+    Condition: {
+      StringEquals: {
+        'aws:RequestTag/eks-cluster-name': clusterName,
+        'aws:RequestTag/kubernetes-namespace': BRIDGE_NAMESPACE,
+        'aws:RequestTag/kubernetes-service-account': BRIDGE_SERVICE_ACCOUNT,
+      },
+    },
+  };
+}
+
+function podIdentityAssociation(clusterName) {
+  return {
+    Type: 'AWS::EKS::PodIdentityAssociation',
+    Properties: {
+      ClusterName: clusterName,
+      Namespace: BRIDGE_NAMESPACE,
+      ServiceAccount: BRIDGE_SERVICE_ACCOUNT,
+      RoleArn: { 'Fn::GetAtt': ['BridgeRole', 'Arn'] },
+    },
+  };
+}
+
+/**
+ * The bridge's IAM role (IRSA or EKS Pod Identity): only the bridge's ServiceAccount (infra/bridge/base:
+ * eip-lambdas/eip-lambdas-bridge) may assume it, and it carries BridgePublishPolicy.
+ */
+function bridgeRole(trust, boundary) {
+  return {
+    BridgeRole: {
+      Type: 'AWS::IAM::Role',
+      Properties: {
+        AssumeRolePolicyDocument: { Version: '2012-10-17', Statement: [trust] },
+        ManagedPolicyArns: [{ Ref: 'BridgePublishPolicy' }],
+        ...(boundary && { PermissionsBoundary: boundary }),
+      },
+    },
+  };
+}
+
+/** The region of the stack: --region, then where the AWS CLI finds it (the environment, the profile). */
+function regionOf(options, env, read = readIfExists) {
+  for (const [value, from] of [
+    [options.region, '--region'],
+    [env.AWS_REGION, '$AWS_REGION'],
+    [env.AWS_DEFAULT_REGION, '$AWS_DEFAULT_REGION'],
+  ])
+    if (value && String(value).trim()) return { region: String(value).trim(), from };
+  const file = env.AWS_CONFIG_FILE || join(env.HOME || env.USERPROFILE || homedir(), '.aws', 'config');
+  const profile = options['aws-profile'] || env.AWS_PROFILE || 'default';
+  const text = read(file);
+  const region = text === undefined ? undefined : profileRegion(text, profile);
+  return region ? { region, from: `profile ${profile} in ${file}` } : undefined;
+}
+
+/** The `region` of one profile in the shared config file (the same reading as shared/config/region.ts). */
+function profileRegion(text, profile) {
+  let inProfile = false;
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.replace(/\s[#;].*$/, '').trim();
+    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
+    const section = /^\[\s*(?:profile\s+)?([^\]]+?)\s*\]$/.exec(line);
+    if (section) {
+      inProfile = section[1] === profile && (profile === 'default' || /^\[\s*profile\s/.test(line));
+      continue;
+    }
+    if (!inProfile || /^\s/.test(raw)) continue;
+    const kv = /^([A-Za-z0-9_]+)\s*=\s*(.*)$/.exec(line);
+    if (kv?.[1] === 'region' && kv[2]) return kv[2].trim();
+  }
+  return undefined;
+}
+
+function readIfExists(path) {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
 const NAMES = [...Object.keys(REQUIRED), ...Object.keys(DEFAULTS)];
 
-/** osls entry point: resolves every parameter (`--param="name=value"` or `params:` in serverless.yml). */
-module.exports = async ({ resolveVariable }) => {
+/**
+ * osls entry point: resolves every parameter (`--param="name=value"` or `params:` in serverless.yml), and the
+ * region (never a default: deploying to a region nobody chose is worse than stopping here).
+ */
+module.exports = async ({ resolveVariable, options = {} }) => {
   const raw = {};
   for (const name of NAMES) raw[name] = await resolveVariable(`param:${name}`);
-  return validate(raw);
+  const region = regionOf(options, process.env)?.region ?? '';
+  return { ...validate({ ...raw, region }), region };
 };
 module.exports.validate = validate;
+module.exports.regionOf = regionOf;
+module.exports.profileRegion = profileRegion;
 module.exports.PARAMETERS = NAMES;

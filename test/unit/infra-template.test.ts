@@ -7,16 +7,23 @@
  * cfn-lint itself where it is installed).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { profileRegion } from '../../shared/config/region.js';
 
 const root = join(import.meta.dirname, '../..');
 const require = createRequire(import.meta.url);
 const params = require('../../infra/params.cjs') as {
   validate(raw: Record<string, string>): Record<string, unknown>;
+  regionOf(
+    options: Record<string, string>,
+    env: Record<string, string>,
+    read?: (path: string) => string | undefined,
+  ): { region: string; from: string } | undefined;
+  profileRegion(text: string, profile: string): string | undefined;
   PARAMETERS: string[];
 };
 
@@ -31,16 +38,25 @@ const EKS = {
 const SUBNETS = ['subnet-0123456789abcdef0', 'subnet-0123456789abcdef1'];
 const SG = 'sg-0123456789abcdef0';
 const TOPIC = 'arn:aws:sns:eu-west-1:123456789012:ops';
+const BOUNDARY = 'arn:aws:iam::123456789012:policy/eip-boundary';
 const ISSUER = 'oidc.eks.eu-west-1.amazonaws.com/id/0123456789ABCDEF0123456789ABCDEF';
 
-function osls(args: string[]) {
+function osls(args: string[], env: Record<string, string> = {}) {
+  const base = { ...process.env };
+  for (const k of ['AWS_REGION', 'AWS_DEFAULT_REGION', 'AWS_PROFILE', 'AWS_CONFIG_FILE']) delete base[k];
   return spawnSync(
     process.execPath,
     [join(root, 'node_modules/osls/bin/serverless.js'), 'package', ...args],
     {
       cwd: root,
       encoding: 'utf8',
-      env: { ...process.env, SLS_TELEMETRY_DISABLED: '1', SLS_NOTIFICATIONS_MODE: 'off' },
+      env: {
+        ...base,
+        AWS_CONFIG_FILE: join(tmpdir(), 'eip-no-aws-config'),
+        SLS_TELEMETRY_DISABLED: '1',
+        SLS_NOTIFICATIONS_MODE: 'off',
+        ...env,
+      },
     },
   );
 }
@@ -48,6 +64,8 @@ const paramArgs = (p: Record<string, string>) => Object.entries(p).map(([k, v]) 
 
 // biome-ignore lint/suspicious/noExplicitAny: a CloudFormation template is read as plain JSON
 type Json = any;
+/** Left out of the stack: no value, or AWS::NoValue, which CloudFormation removes. */
+const absent = (v: Json): boolean => v === undefined || JSON.stringify(v) === '{"Ref":"AWS::NoValue"}';
 
 describe('deploy parameters (infra/params.cjs)', () => {
   it('name every missing EKS parameter and where its value comes from, all at once', () => {
@@ -72,6 +90,14 @@ describe('deploy parameters (infra/params.cjs)', () => {
     [{ kubeOvnRelease: '1.11' }, /kubeOvnRelease must be auto or a kube-ovn release the product speaks/],
     [{ kubeOvnRelease: 'latest' }, /kubeOvnRelease/],
     [{ bridgeOidcIssuer: 'oidc.eks.eu-west-1.amazonaws.com/id/AB' }, /bridgeOidcIssuer .* OIDC issuer URL/],
+    [{ bridgeOidcIssuer: `https://${ISSUER}`, bridgePodIdentity: 'true' }, /choose one/],
+    [{ bridgePodIdentity: 'yes' }, /bridgePodIdentity must be true or false/],
+    [{ tracing: 'on' }, /tracing must be true or false/],
+    [{ permissionsBoundary: 'eip-boundary' }, /permissionsBoundary "eip-boundary" is not an IAM policy ARN/],
+    [{ stackTags: 'team' }, /stackTags: "team" is not key=value/],
+    [{ stackTags: 'aws:owner=me' }, /stackTags: "aws:owner=me"/],
+    [{ region: '' }, /no region: give --region, or set AWS_REGION .* AWS profile/],
+    [{ region: 'eu-west-1;x' }, /region "eu-west-1;x" is not an AWS region name/],
   ])('refuse %o', (bad, message) => {
     expect(() => params.validate({ ...EKS, ...bad })).toThrow(message);
   });
@@ -79,9 +105,12 @@ describe('deploy parameters (infra/params.cjs)', () => {
   it('leave VpcConfig, the VPC policy and alarm actions out when not configured', () => {
     const v = params.validate(EKS);
     expect(v.vpcConfig).toEqual({ Ref: 'AWS::NoValue' });
-    expect(v.vpcManagedPolicies).toEqual({ Ref: 'AWS::NoValue' });
+    expect(v.managedPolicies).toEqual({ Ref: 'AWS::NoValue' });
     expect(v.alarmActions).toEqual({ Ref: 'AWS::NoValue' });
-    expect(v.bridgeResources).toEqual({});
+    expect(v.tracingConfig).toEqual({ Ref: 'AWS::NoValue' });
+    expect(v.permissionsBoundary).toEqual({ Ref: 'AWS::NoValue' });
+    expect(v.stackTags).toEqual({});
+    expect(v.optionalResources).toEqual({});
     expect(v.concurrency).toEqual({ add: 10, update: 10, reset: 5, delete: 5, gc: 1 });
   });
 
@@ -92,6 +121,41 @@ describe('deploy parameters (infra/params.cjs)', () => {
       expect(sls, p).toMatch(new RegExp(`^    ${p}: `, 'm'));
       expect(doc, p).toContain(`| \`${p}\``);
     }
+  });
+});
+
+describe('the region of the stack (infra/params.cjs)', () => {
+  const CONFIG = '[default]\nregion = eu-north-1\n[profile prod]\nregion = ap-south-2\n';
+  const read = (p: string) => (p === '/cfg' ? CONFIG : undefined);
+
+  it('is --region, else AWS_REGION, AWS_DEFAULT_REGION, the profile of --aws-profile or AWS_PROFILE', () => {
+    const env = { AWS_CONFIG_FILE: '/cfg' };
+    const all = { ...env, AWS_REGION: 'eu-west-2', AWS_DEFAULT_REGION: 'eu-west-3' };
+    expect(params.regionOf({ region: 'eu-west-1' }, all, read)).toEqual({
+      region: 'eu-west-1',
+      from: '--region',
+    });
+    expect(params.regionOf({}, all, read)?.region).toBe('eu-west-2');
+    expect(params.regionOf({}, { ...env, AWS_DEFAULT_REGION: 'eu-west-3' }, read)?.region).toBe('eu-west-3');
+    expect(params.regionOf({}, env, read)?.region).toBe('eu-north-1');
+    expect(params.regionOf({}, { ...env, AWS_PROFILE: 'prod' }, read)?.region).toBe('ap-south-2');
+    expect(params.regionOf({ 'aws-profile': 'prod' }, env, read)?.region).toBe('ap-south-2');
+    expect(params.regionOf({}, { AWS_CONFIG_FILE: '/none' }, read)).toBeUndefined();
+  });
+
+  it('reads the config file as the handlers do (shared/config/region.ts)', () => {
+    const texts = [
+      CONFIG,
+      '[profile prod]\ns3 =\n  region = us-west-2\nregion = sa-east-1 # comment\n',
+      '[prod]\nregion = us-east-2\n',
+      '; only a comment\n',
+      '[profile default]\nregion=cn-north-1',
+    ];
+    for (const text of texts)
+      for (const profile of ['default', 'prod'])
+        expect(params.profileRegion(text, profile), `${profile} in ${JSON.stringify(text)}`).toBe(
+          profileRegion(text, profile),
+        );
   });
 });
 
@@ -130,25 +194,47 @@ describe('npm run package', () => {
   let out: string;
   let template: Json;
   let r: Json;
+  let state: Json;
+  /** A second stack: no VPC, no tracing, the bridge's role for EKS Pod Identity, region from the environment. */
+  let podIdentity: Json;
 
   beforeAll(() => {
     out = mkdtempSync(join(tmpdir(), 'eip-package-'));
-    const run = osls([
-      '--package',
-      out,
-      ...paramArgs({
-        ...EKS,
-        vpcSubnetIds: SUBNETS.join(','),
-        vpcSecurityGroupIds: SG,
-        alarmTopicArn: TOPIC,
-        addConcurrency: '7',
-        bridgeOidcIssuer: `https://${ISSUER}`,
-      }),
-    ]);
+    // The region comes from the AWS profile (no --region, no AWS_REGION), as it would on an operator's machine.
+    const awsConfig = join(out, 'aws-config');
+    writeFileSync(awsConfig, '[default]\nregion = us-east-2\n[profile ops]\nregion = eu-west-1\n');
+    const run = osls(
+      [
+        '--package',
+        out,
+        ...paramArgs({
+          ...EKS,
+          vpcSubnetIds: SUBNETS.join(','),
+          vpcSecurityGroupIds: SG,
+          alarmTopicArn: TOPIC,
+          addConcurrency: '7',
+          bridgeOidcIssuer: `https://${ISSUER}`,
+          tracing: 'true',
+          permissionsBoundary: BOUNDARY,
+          stackTags: 'team=netops,cost-centre=42',
+        }),
+      ],
+      { AWS_CONFIG_FILE: awsConfig, AWS_PROFILE: 'ops' },
+    );
     expect(run.status, run.stdout + run.stderr).toBe(0);
     template = JSON.parse(readFileSync(join(out, 'cloudformation-template-update-stack.json'), 'utf8'));
+    state = JSON.parse(readFileSync(join(out, 'serverless-state.json'), 'utf8'));
     r = template.Resources;
-  }, 240_000);
+    const second = join(out, 'pod-identity');
+    const run2 = osls(
+      ['--package', second, '--stage', 'prod', ...paramArgs({ ...EKS, bridgePodIdentity: 'true' })],
+      {
+        AWS_REGION: 'eu-central-1',
+      },
+    );
+    expect(run2.status, run2.stdout + run2.stderr).toBe(0);
+    podIdentity = JSON.parse(readFileSync(join(second, 'cloudformation-template-update-stack.json'), 'utf8'));
+  }, 400_000);
   afterAll(() => rmSync(out, { recursive: true, force: true }));
 
   it('fails without the EKS parameters, naming each one', () => {
@@ -157,7 +243,99 @@ describe('npm run package', () => {
     const text = run.stdout + run.stderr;
     for (const p of ['eksClusterName', 'eksEndpoint', 'eksCaData'])
       expect(text).toContain(`parameter ${p} is required`);
+    // No --region, no AWS_REGION, no profile with a region: stopped, not deployed to a default region.
+    expect(text).toContain('no region: give --region');
   }, 120_000);
+
+  it("take the region from the AWS profile, or the environment's, when --region is not given", () => {
+    expect(state.service.provider.region).toBe('eu-west-1'); // profile ops, not [default]
+    expect(JSON.stringify(r.AddRole.Properties.RoleName)).toContain('-add-eu-west-1');
+    expect(JSON.stringify(podIdentity.Resources.AddRole.Properties.RoleName)).toContain('-add-eu-central-1');
+  });
+
+  it('tag the stack with the stackTags parameter', () => {
+    expect(state.service.provider.stackTags).toEqual({ team: 'netops', 'cost-centre': '42' });
+  });
+
+  it('put the permissions boundary on every role the stack creates', () => {
+    const roles = Object.entries(r as Record<string, Json>).filter(([, x]) => x.Type === 'AWS::IAM::Role');
+    expect(roles.map(([k]) => k).sort()).toEqual([
+      'AddRole',
+      'BridgeRole',
+      'DeleteRole',
+      'GcRole',
+      'ResetRole',
+      'UpdateRole',
+    ]);
+    for (const [name, role] of roles) expect(role.Properties.PermissionsBoundary, name).toBe(BOUNDARY);
+    // Without the parameter, no boundary at all.
+    for (const x of Object.values(podIdentity.Resources as Record<string, Json>))
+      if (x.Type === 'AWS::IAM::Role') expect(absent(x.Properties.PermissionsBoundary)).toBe(true);
+  });
+
+  it('trace every function with X-Ray when tracing=true, with only the two write actions X-Ray needs', () => {
+    const policy = r.TracingPolicy;
+    expect(policy.Type).toBe('AWS::IAM::ManagedPolicy');
+    expect(policy.Properties.PolicyDocument.Statement).toEqual([
+      { Effect: 'Allow', Action: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'], Resource: '*' },
+    ]);
+    for (const C of ['Add', 'Update', 'Reset', 'Delete', 'Gc']) {
+      expect(r[`${C}LambdaFunction`].Properties.TracingConfig).toEqual({ Mode: 'Active' });
+      expect(r[`${C}Role`].Properties.ManagedPolicyArns).toContainEqual({ Ref: 'TracingPolicy' });
+      const off = podIdentity.Resources;
+      expect(absent(off[`${C}LambdaFunction`].Properties.TracingConfig)).toBe(true);
+      expect(absent(off[`${C}Role`].Properties.ManagedPolicyArns)).toBe(true);
+    }
+    expect(podIdentity.Resources.TracingPolicy).toBeUndefined();
+  });
+
+  it('name the partition, never aws: every ARN the template builds is arn:${AWS::Partition}:…', () => {
+    for (const t of [template, podIdentity]) {
+      const given = [TOPIC, BOUNDARY];
+      const literal = JSON.stringify(t).match(/arn:aws[a-z-]*:[^"]*/g) ?? [];
+      expect(literal.filter((a) => !given.includes(a))).toEqual([]);
+    }
+  });
+
+  it('let the bridge publish to and describe its own bus only, and write metrics only in its namespace', () => {
+    const [events, metrics] = r.BridgePublishPolicy.Properties.PolicyDocument.Statement;
+    expect(events).toEqual({
+      Effect: 'Allow',
+      Action: ['events:PutEvents', 'events:DescribeEventBus'],
+      Resource: { 'Fn::GetAtt': ['EventBus', 'Arn'] },
+    });
+    expect(metrics.Action).toEqual(['cloudwatch:PutMetricData']);
+    expect(metrics.Condition).toEqual({ StringEquals: { 'cloudwatch:namespace': expect.any(String) } });
+  });
+
+  it('create the bridge role for EKS Pod Identity, trusted by the Pod Identity service for its ServiceAccount only', () => {
+    const res = podIdentity.Resources;
+    const [stmt] = res.BridgeRole.Properties.AssumeRolePolicyDocument.Statement;
+    expect(stmt).toEqual({
+      Effect: 'Allow',
+      Principal: { Service: 'pods.eks.amazonaws.com' },
+      Action: ['sts:AssumeRole', 'sts:TagSession'],
+      Condition: {
+        StringEquals: {
+          'aws:RequestTag/eks-cluster-name': EKS.eksClusterName,
+          'aws:RequestTag/kubernetes-namespace': 'eip-lambdas',
+          'aws:RequestTag/kubernetes-service-account': 'eip-lambdas-bridge',
+        },
+      },
+    });
+    expect(res.BridgeRole.Properties.ManagedPolicyArns).toEqual([{ Ref: 'BridgePublishPolicy' }]);
+    expect(res.BridgePodIdentityAssociation).toEqual({
+      Type: 'AWS::EKS::PodIdentityAssociation',
+      Properties: {
+        ClusterName: EKS.eksClusterName,
+        Namespace: 'eip-lambdas',
+        ServiceAccount: 'eip-lambdas-bridge',
+        RoleArn: { 'Fn::GetAtt': ['BridgeRole', 'Arn'] },
+      },
+    });
+    expect(podIdentity.Outputs.BridgeRoleArn.Value).toEqual({ 'Fn::GetAtt': ['BridgeRole', 'Arn'] });
+    expect(r.BridgePodIdentityAssociation).toBeUndefined(); // the IRSA stack has none
+  });
 
   it('ship each function as its bundle alone: no source map in the zip unless sourceMaps=true', () => {
     for (const fn of ['add', 'update', 'reset', 'delete', 'gc'])
@@ -191,6 +369,7 @@ describe('npm run package', () => {
       });
       expect(r[`${C}Role`].Properties.ManagedPolicyArns).toEqual([
         { 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' },
+        { Ref: 'TracingPolicy' },
       ]);
     }
     expect(roles.size).toBe(5);
@@ -332,9 +511,14 @@ describe('npm run package', () => {
       console.warn('cfn-lint is not installed here: only the rules above were checked');
       ctx.skip();
     }
-    const run = spawnSync('cfn-lint', [join(out, 'cloudformation-template-update-stack.json')], {
-      encoding: 'utf8',
-    });
+    const run = spawnSync(
+      'cfn-lint',
+      [
+        join(out, 'cloudformation-template-update-stack.json'),
+        join(out, 'pod-identity/cloudformation-template-update-stack.json'),
+      ],
+      { encoding: 'utf8' },
+    );
     expect(run.stdout + run.stderr).toBe('');
     expect(run.status).toBe(0);
   }, 120_000);
