@@ -13,6 +13,7 @@ import { backoffDelay, sleep } from './backoff.js';
 import { ForeignWriterWatch } from './foreign.js';
 import { startHealthServer } from './health.js';
 import { isTerminating, type KubeObject, nameOf, rvOf, uidOf } from './objects.js';
+import { SpreadResync, type Timers } from './resync.js';
 import type { Sink } from './sinks/sink.js';
 import { errorText, SinkGaveUp } from './sinks/sink.js';
 import { InformerSource } from './source.js';
@@ -27,6 +28,13 @@ export interface BridgeOptions {
   sink: Sink;
   /** Period of the resync that re-sends every EIP to update. Default 10 minutes; 0 turns it off. */
   resyncMs?: number;
+  /**
+   * The most EIPs a periodic resync sends per second; it spreads them evenly over its period, and takes longer when
+   * this rate cannot fit them all (resync.ts). Default 20.
+   */
+  resyncRate?: number;
+  /** The resync's clock (tests). Default: Node's timers. */
+  resyncTimers?: Timers;
   /** EIPs handled at once (events for one EIP never overlap). Default 16. */
   concurrency?: number;
   /**
@@ -313,29 +321,53 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const started = source.start().then(() => log.info('ready: every watch has listed', { namespace }));
   started.catch(() => undefined);
 
+  const resyncEvent = (eip: KubeObject): EipEvent => {
+    const uid = uidOf(eip);
+    const rv = rvOf(eip);
+    return {
+      version: 1,
+      id: eventId(uid, rv, 'resync'),
+      handler: 'update',
+      reason: 'resync',
+      object: {
+        kind: 'IptablesEIP',
+        name: nameOf(eip),
+        ...(uid && { uid }),
+        ...(rv && { resourceVersion: rv }),
+      },
+    };
+  };
+
+  /** Every known EIP at once (a manual resync). */
   const resyncNow = async (): Promise<void> => {
     if (draining) return;
     counters.resyncs++;
-    const events: EipEvent[] = [];
-    for (const eip of tracker.eips()) {
-      const uid = uidOf(eip);
-      const rv = rvOf(eip);
-      events.push({
-        version: 1,
-        id: eventId(uid, rv, 'resync'),
-        handler: 'update',
-        reason: 'resync',
-        object: {
-          kind: 'IptablesEIP',
-          name: nameOf(eip),
-          ...(uid && { uid }),
-          ...(rv && { resourceVersion: rv }),
-        },
-      });
-    }
+    const events = [...tracker.eips()].map(resyncEvent);
     enqueue(events, Date.now());
     log.info('resync', { eips: events.length });
   };
+
+  // The periodic resync: the EIPs listed at the round's start, each sent at its turn as the tracker sees it then
+  // (one deleted meanwhile is skipped), spread over the period at a bounded rate.
+  const resyncMs = options.resyncMs ?? 600_000;
+  const periodic =
+    resyncMs > 0
+      ? new SpreadResync<string>({
+          periodMs: resyncMs,
+          ratePerSecond: options.resyncRate ?? 20,
+          list: () => [...tracker.eips()].map(nameOf),
+          send: (name) => {
+            const eip = draining ? undefined : tracker.get('IptablesEIP', name);
+            if (eip) enqueue([resyncEvent(eip)], Date.now());
+          },
+          onRound: ({ items, spreadMs }) => {
+            counters.resyncs++;
+            log.info('resync', { eips: items, overSeconds: Math.round(spreadMs / 1000) });
+          },
+          ...(options.resyncTimers && { timers: options.resyncTimers }),
+        })
+      : undefined;
+  periodic?.start();
 
   const heartbeat = async (): Promise<void> => {
     if (!metrics) return;
@@ -350,7 +382,6 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     await metrics.flush?.();
   };
 
-  const resyncTimer = every(options.resyncMs ?? 600_000, () => void resyncNow());
   const heartbeatTimer = metrics ? every(options.heartbeatMs ?? 60_000, () => void heartbeat()) : undefined;
   const statsTimer = every(options.statsIntervalMs ?? 60_000, () => {
     const { watches, lagSeconds, ...rest } = stats();
@@ -365,7 +396,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const drain = (timeoutMs = 25_000): Promise<void> => {
     drained ??= (async () => {
       draining = true;
-      clearInterval(resyncTimer);
+      periodic?.stop();
       clearInterval(statsTimer);
       clearInterval(heartbeatTimer);
       queue.close();
