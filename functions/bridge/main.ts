@@ -38,6 +38,7 @@ environment:
   ADD_FUNCTION, UPDATE_FUNCTION, RESET_FUNCTION, DELETE_FUNCTION
                              Lambda function name or ARN per handler (lambda sink)
   RESYNC_SECONDS             re-send every EIP to update this often; 0 = never (default 600)
+  RESYNC_RATE                at most this many EIPs per second, spread over the period (default 20)
   CONCURRENCY                EIPs handled at once (default 16)
   HEALTH_PORT, HEALTH_HOST   /healthz /readyz /metrics (default 8080 on 0.0.0.0; port 0 = any free port)
   DRAIN_SECONDS              on SIGTERM, wait this long for queued events (default 25)
@@ -45,10 +46,13 @@ environment:
   LOG_LEVEL                  debug | info | warn | error (default info)
   QUEUE_LIMIT                waiting events at which the watches pause (default 10000)
   BRIDGE_METRICS             cloudwatch | emf | none: where BridgeHeartbeat, BridgeEventsFailed, BridgeQueueDepth
-                             and ForeignWriter go (namespace EipLambdas, dimension service=eip-bridge; default
-                             cloudwatch, none with the in-process sink)
+                             and ForeignWriter go (namespace EipLambdas/<STAGE>, dimension service=eip-bridge;
+                             default cloudwatch, none with the in-process sink)
+  STAGE                      the stack's stage, whose alarms watch these metrics (required unless
+                             BRIDGE_METRICS=none)
   HEARTBEAT_SECONDS          heartbeat and metrics period; 0 = off (default 60)
-  AWS_REGION, AWS_*          the AWS SDK's usual settings (endpoints, credentials)
+  AWS_REGION, AWS_*          the AWS SDK's usual settings (endpoints, credentials); the region falls back to
+                             AWS_DEFAULT_REGION, then the AWS profile's
   The in-process sink runs the handlers here and needs their settings too (TABLE_NAME, ...).
 
 Logs are JSON lines on stdout. Exit status: 0 after a drain, 1 when the bridge cannot start, 2 on bad
@@ -62,13 +66,19 @@ function kubeConfigOf(config: BridgeConfig): KubeConfig {
   return kc;
 }
 
+/** The region found as the AWS CLI finds it (config.ts): the SDK alone would ignore AWS_DEFAULT_REGION. */
+const awsOptions = (config: BridgeConfig) => (config.region ? { region: config.region } : {});
+
 function metricsOf(config: BridgeConfig, log: Logger): BridgeMetrics | undefined {
   const onError = (error: string) => log.warn('metrics not published', { target: config.metrics, error });
   switch (config.metrics) {
     case 'cloudwatch':
-      return new BridgeMetrics(cloudWatchPublisher(new CloudWatchClient({})), onError);
+      return new BridgeMetrics(
+        cloudWatchPublisher(new CloudWatchClient(awsOptions(config)), config.metricsNamespace),
+        onError,
+      );
     case 'emf':
-      return new BridgeMetrics(emfPublisher(), onError);
+      return new BridgeMetrics(emfPublisher(undefined, config.metricsNamespace), onError);
     case 'none':
       return undefined;
   }
@@ -78,13 +88,13 @@ function sinkOf(config: BridgeConfig, kubeConfig: KubeConfig, log: Logger): Sink
   switch (config.sink) {
     case 'eventbridge':
       return eventBridgeSink({
-        client: new EventBridgeClient({}),
+        client: new EventBridgeClient(awsOptions(config)),
         ...(config.eventBusName && { eventBusName: config.eventBusName }),
         verifyBus: true,
         log,
       });
     case 'lambda':
-      return lambdaSink({ client: new LambdaClient({}), functions: config.functions!, log });
+      return lambdaSink({ client: new LambdaClient(awsOptions(config)), functions: config.functions!, log });
     case 'in-process': {
       const deps = buildDeps(loadConfig(process.env), { kubeConfig, log });
       return inProcessSink({ getDeps: async () => deps, log });
@@ -130,6 +140,7 @@ async function main(argv: string[]): Promise<void> {
     heartbeatMs: config.heartbeatMs,
     queueLimit: config.queueLimit,
     resyncMs: config.resyncMs,
+    resyncRate: config.resyncRate,
     concurrency: config.concurrency,
     healthPort: config.healthPort,
     healthHost: config.healthHost,
@@ -140,6 +151,7 @@ async function main(argv: string[]): Promise<void> {
     namespace: config.namespace,
     healthUrl: bridge.healthUrl,
     resyncSeconds: config.resyncMs / 1000,
+    resyncRate: config.resyncRate,
     metrics: config.metrics,
   });
 

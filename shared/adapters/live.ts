@@ -64,7 +64,11 @@ export interface BuildOptions {
 
 export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
   const log = options.log ?? jsonLogger({ level: config.logLevel, fields: { service: config.service } });
-  const metrics = options.metrics ?? (config.inLambda ? new EmfMetrics(config.service) : new TallyMetrics());
+  const metrics =
+    options.metrics ??
+    (config.inLambda
+      ? new EmfMetrics(config.service, undefined, undefined, config.metricsNamespace)
+      : new TallyMetrics());
   const kubeConfig = kubeConfigOf(config, options.kubeConfig);
   const client = options.dynamo ?? dynamoClientOf(config);
   const clock = { now: () => Date.now() };

@@ -13,7 +13,7 @@ import { backoffDelay, sleep } from './backoff.js';
 import { ForeignWriterWatch } from './foreign.js';
 import { startHealthServer } from './health.js';
 import { isTerminating, type KubeObject, nameOf, rvOf, uidOf } from './objects.js';
-import { SpreadResync, type Timers } from './resync.js';
+import { SpreadResync, type SpreadResyncOptions, type Timers } from './resync.js';
 import type { Sink } from './sinks/sink.js';
 import { errorText, SinkGaveUp } from './sinks/sink.js';
 import { InformerSource } from './source.js';
@@ -101,6 +101,21 @@ function every(ms: number, fn: () => void): NodeJS.Timeout | undefined {
   const timer = setInterval(fn, ms);
   timer.unref();
   return timer;
+}
+
+/** The periodic resync of the options (resync.ts): every `resyncMs`, at most `resyncRate` EIPs per second; 0: none. */
+function periodicResync(
+  options: BridgeOptions,
+  round: Pick<SpreadResyncOptions<string>, 'list' | 'send' | 'onRound'>,
+): SpreadResync<string> | undefined {
+  const periodMs = options.resyncMs ?? 600_000;
+  if (periodMs <= 0) return undefined;
+  return new SpreadResync<string>({
+    periodMs,
+    ratePerSecond: options.resyncRate ?? 20,
+    ...round,
+    ...(options.resyncTimers && { timers: options.resyncTimers }),
+  });
 }
 
 export async function startBridge(options: BridgeOptions): Promise<Bridge> {
@@ -349,24 +364,17 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
 
   // The periodic resync: the EIPs listed at the round's start, each sent at its turn as the tracker sees it then
   // (one deleted meanwhile is skipped), spread over the period at a bounded rate.
-  const resyncMs = options.resyncMs ?? 600_000;
-  const periodic =
-    resyncMs > 0
-      ? new SpreadResync<string>({
-          periodMs: resyncMs,
-          ratePerSecond: options.resyncRate ?? 20,
-          list: () => [...tracker.eips()].map(nameOf),
-          send: (name) => {
-            const eip = draining ? undefined : tracker.get('IptablesEIP', name);
-            if (eip) enqueue([resyncEvent(eip)], Date.now());
-          },
-          onRound: ({ items, spreadMs }) => {
-            counters.resyncs++;
-            log.info('resync', { eips: items, overSeconds: Math.round(spreadMs / 1000) });
-          },
-          ...(options.resyncTimers && { timers: options.resyncTimers }),
-        })
-      : undefined;
+  const periodic = periodicResync(options, {
+    list: () => [...tracker.eips()].map(nameOf),
+    send: (name) => {
+      const eip = draining ? undefined : tracker.get('IptablesEIP', name);
+      if (eip) enqueue([resyncEvent(eip)], Date.now());
+    },
+    onRound: ({ items, spreadMs }) => {
+      counters.resyncs++;
+      log.info('resync', { eips: items, overSeconds: Math.round(spreadMs / 1000) });
+    },
+  });
   periodic?.start();
 
   const heartbeat = async (): Promise<void> => {

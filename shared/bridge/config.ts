@@ -10,6 +10,7 @@
  * | `EVENT_BUS_NAME` | EventBridge bus (eventbridge sink) | the default bus |
  * | `ADD_FUNCTION`, `UPDATE_FUNCTION`, `RESET_FUNCTION`, `DELETE_FUNCTION` | function name or ARN per handler (lambda sink) | — |
  * | `RESYNC_SECONDS` | period of the resync that re-sends every EIP to update; 0 = off | `600` |
+ * | `RESYNC_RATE` | the most EIPs a resync sends per second: it spreads them evenly over its period, and takes longer when they do not fit (resync.ts) | `20` |
  * | `CONCURRENCY` | EIPs handled at once | `16` |
  * | `HEALTH_PORT`, `HEALTH_HOST` | /healthz, /readyz, /metrics; port 0 = ephemeral | `8080`, `0.0.0.0` |
  * | `DRAIN_SECONDS` | how long SIGTERM waits for queued events (keep below terminationGracePeriodSeconds) | `25` |
@@ -18,13 +19,17 @@
  * | `QUEUE_LIMIT` | waiting events at which the watches pause until the queue is half empty | `10000` |
  * | `BRIDGE_METRICS` | where the bridge's CloudWatch metrics go: `cloudwatch` (PutMetricData), `emf` (stdout), `none` | `cloudwatch`; `none` with the in-process sink |
  * | `HEARTBEAT_SECONDS` | heartbeat and metrics period; 0 = off | `60` |
+ * | `STAGE` | the stack's stage: the metrics go to `EipLambdas/<STAGE>`, where its alarms look (ADR 0080); required unless `BRIDGE_METRICS=none` | — |
+ * | `AWS_REGION`, `AWS_DEFAULT_REGION` | region of the bus, the functions and CloudWatch; else the AWS profile's (shared/config/region.ts) | required but for the in-process sink without metrics |
  *
  * The in-process sink runs the handlers inside the bridge and reads their configuration too (TABLE_NAME, …; see
- * shared/config/config.ts). AWS clients take region and credentials from the usual AWS_* variables.
+ * shared/config/config.ts). AWS clients take their credentials from the usual AWS_* variables.
  */
 import { ConfigError } from '../config/config.js';
+import { REGION_NAME, resolveRegion } from '../config/region.js';
 import { HANDLERS, type HandlerName } from '../events.js';
 import { type Level, levelFromEnv } from '../observability/log.js';
+import { metricsNamespace, STAGE_NAME } from '../observability/metrics.js';
 
 export const SINKS = ['eventbridge', 'lambda', 'in-process'] as const;
 export type SinkKind = (typeof SINKS)[number];
@@ -38,6 +43,8 @@ export interface BridgeConfig {
   eventBusName?: string;
   functions?: Record<HandlerName, string>;
   resyncMs: number;
+  /** EIPs per second at most during a resync (spread over its period). */
+  resyncRate: number;
   concurrency: number;
   healthPort: number;
   healthHost: string;
@@ -46,6 +53,10 @@ export interface BridgeConfig {
   logLevel: Level;
   queueLimit: number;
   metrics: MetricsTarget;
+  /** Where the metrics go: `EipLambdas/<STAGE>`. */
+  metricsNamespace: string;
+  /** Region of the AWS clients (bus, functions, CloudWatch); undefined only when none is used. */
+  region?: string;
   heartbeatMs: number;
 }
 
@@ -55,6 +66,34 @@ const FUNCTION = /^(arn:[a-z-]+:lambda:[a-z0-9-]+:\d{12}:function:)?[A-Za-z0-9_-
 const BUS = /^(arn:[a-z-]+:events:[a-z0-9-]+:\d{12}:event-bus\/)?[A-Za-z0-9._\-/]{1,256}$/;
 
 export const functionVariable = (h: HandlerName): string => `${h.toUpperCase()}_FUNCTION`;
+
+/** STAGE, required when the metrics go anywhere: the stack's alarms watch `EipLambdas/<stage>` (ADR 0080). */
+function stageOf(stage: string | undefined, metrics: MetricsTarget, problems: string[]): string | undefined {
+  if (stage && !STAGE_NAME.test(stage))
+    problems.push(`STAGE "${stage}" is not a stage name (letters, digits, - and _, up to 64)`);
+  if (!stage && (metrics === 'cloudwatch' || metrics === 'emf'))
+    problems.push(
+      `BRIDGE_METRICS=${metrics} needs STAGE: the stack's alarms watch the namespace EipLambdas/<stage> (or set BRIDGE_METRICS=none)`,
+    );
+  return stage;
+}
+
+/** The AWS clients' region, as the AWS CLI finds it (shared/config/region.ts); required but for a lab bridge. */
+function regionOf(
+  env: NodeJS.ProcessEnv,
+  sink: SinkKind,
+  metrics: MetricsTarget,
+  problems: string[],
+): string | undefined {
+  const region = resolveRegion(env);
+  if (region && !REGION_NAME.test(region.region))
+    problems.push(`the AWS region "${region.region}" (from ${region.from}) is not a region name`);
+  if (!region && (sink !== 'in-process' || metrics === 'cloudwatch'))
+    problems.push(
+      'no AWS region: set AWS_REGION (the kustomize parameter region), or a region in the AWS profile',
+    );
+  return region?.region;
+}
 
 /** `value` as one of `allowed` (a problem naming `name` when it is not). */
 function oneOf<T extends string>(name: string, value: string, allowed: readonly T[], problems: string[]): T {
@@ -118,6 +157,7 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   const functions = sink === 'lambda' ? lambdaFunctionsOf(text, problems) : undefined;
 
   const resyncMs = int('RESYNC_SECONDS', 600, 0, 86_400) * 1000;
+  const resyncRate = int('RESYNC_RATE', 20, 1, 10_000);
   const concurrency = int('CONCURRENCY', 16, 1, 1000);
   const healthPort = int('HEALTH_PORT', 8080, 0, 65_535);
   const healthHost = text('HEALTH_HOST') ?? '0.0.0.0';
@@ -133,6 +173,8 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     problems,
   );
   const kubeconfig = kubeconfigOf(env, problems);
+  const stage = stageOf(text('STAGE'), metrics, problems);
+  const region = regionOf(env, sink, metrics, problems);
 
   if (problems.length) throw new ConfigError(problems);
   return Object.freeze({
@@ -142,6 +184,7 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     ...(eventBusName && { eventBusName }),
     ...(functions && { functions }),
     resyncMs,
+    resyncRate,
     concurrency,
     healthPort,
     healthHost,
@@ -150,6 +193,8 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     logLevel: levelFromEnv(env.LOG_LEVEL),
     queueLimit,
     metrics,
+    metricsNamespace: metricsNamespace(stage),
+    ...(region && { region }),
     heartbeatMs,
   });
 }

@@ -1,14 +1,16 @@
 /**
  * The bridge's CloudWatch metrics, for alarms: a heartbeat while the bridge is healthy, events it failed to
- * deliver, its queue depth, and foreign writers. Namespace `EipLambdas` (the handlers' namespace), dimension
- * `service=eip-bridge` on every metric, plus `manager` on ForeignWriter. Published either with PutMetricData
+ * deliver, its queue depth, and foreign writers. Namespace `EipLambdas/<stage>` (the handlers' namespace of the same
+ * stage, ADR 0080), dimension `service=eip-bridge` on every metric, plus `manager` on ForeignWriter. Published either with PutMetricData
  * (`BRIDGE_METRICS=cloudwatch`, the default in a cluster: no log agent needed) or as embedded-metric-format lines
  * on stdout (`emf`, for a CloudWatch agent or Fluent Bit that extracts EMF), or not at all (`none`).
  */
+import { METRICS_NAMESPACE } from '../observability/metrics.js';
 import type { Metrics } from '../ports.js';
 import { errorText } from './watch.js';
 
-export const BRIDGE_METRICS_NAMESPACE = 'EipLambdas';
+/** The namespace without a stage; a deployed bridge publishes in `metricsNamespace(STAGE)` (config.ts). */
+export const BRIDGE_METRICS_NAMESPACE = METRICS_NAMESPACE;
 export const BRIDGE_SERVICE = 'eip-bridge';
 
 /** Every metric the bridge publishes, with its unit and its dimension names (besides `service`). */
@@ -72,8 +74,8 @@ export class BridgeMetrics implements Metrics {
   }
 }
 
-/** PutMetricData, at most 1000 data points per call. */
-export function cloudWatchPublisher(client: PutMetricDataClient) {
+/** PutMetricData, at most 1000 data points per call, in `namespace` (the stage's: `EipLambdas/<stage>`). */
+export function cloudWatchPublisher(client: PutMetricDataClient, namespace = BRIDGE_METRICS_NAMESPACE) {
   let Command: (new (input: unknown) => unknown) | undefined;
   return async (data: Datum[], at: Date): Promise<void> => {
     Command ??= (await import('@aws-sdk/client-cloudwatch')).PutMetricDataCommand as unknown as new (
@@ -82,7 +84,7 @@ export function cloudWatchPublisher(client: PutMetricDataClient) {
     for (let i = 0; i < data.length; i += 1000) {
       await client.send(
         new Command({
-          Namespace: BRIDGE_METRICS_NAMESPACE,
+          Namespace: namespace,
           MetricData: data.slice(i, i + 1000).map((d) => ({
             MetricName: d.name,
             Dimensions: Object.entries(d.dimensions).map(([Name, Value]) => ({ Name, Value })),
@@ -96,8 +98,11 @@ export function cloudWatchPublisher(client: PutMetricDataClient) {
   };
 }
 
-/** One embedded-metric-format line per data point. */
-export function emfPublisher(write: (line: string) => void = (l) => process.stdout.write(`${l}\n`)) {
+/** One embedded-metric-format line per data point, in `namespace`. */
+export function emfPublisher(
+  write: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
+  namespace = BRIDGE_METRICS_NAMESPACE,
+) {
   return async (data: Datum[], at: Date): Promise<void> => {
     for (const d of data)
       write(
@@ -106,7 +111,7 @@ export function emfPublisher(write: (line: string) => void = (l) => process.stdo
             Timestamp: at.getTime(),
             CloudWatchMetrics: [
               {
-                Namespace: BRIDGE_METRICS_NAMESPACE,
+                Namespace: namespace,
                 Dimensions: [Object.keys(d.dimensions)],
                 Metrics: [{ Name: d.name, Unit: 'Count' }],
               },

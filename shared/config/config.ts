@@ -15,6 +15,7 @@
  * | `DRIFT_REPAIR` | `gc` only: `off` skips the drift check and repair of the gateways after collection | `on` |
  * | `AWS_LAMBDA_FUNCTION_NAME` | set by Lambda: the service name in logs, EMF metrics instead of counters, the Events' reporting instance | — |
  * | `AWS_ACCESS_KEY_ID` | with `DYNAMODB_ENDPOINT` and no key, placeholder credentials are used (dynalite accepts any) | — |
+ * | `STAGE` | the stack's stage: metrics go to the namespace `EipLambdas/<STAGE>` (ADR 0080) | none: `EipLambdas` |
  * | `AWS_REGION`, `AWS_DEFAULT_REGION` | region of DynamoDB and of the EKS token; else the AWS profile's (`AWS_PROFILE`, `AWS_CONFIG_FILE`; region.ts) | required, but for a local `DYNAMODB_ENDPOINT` |
  *
  * Nothing in functions/ or shared/ reads the environment but this loader and the bridge's (shared/bridge/config.ts),
@@ -22,6 +23,7 @@
  */
 import { parseRelease } from '../domain/dialect/dialects.js';
 import { type Level, levelFromEnv } from '../observability/log.js';
+import { metricsNamespace, STAGE_NAME } from '../observability/metrics.js';
 import { REGION_NAME, resolveRegion } from './region.js';
 
 export type KubeAccess =
@@ -48,6 +50,8 @@ export interface Config {
   inLambda: boolean;
   /** The gc function's drift check and repair after collection (DRIFT_REPAIR, docs/adr/0039-drift-repair.md). */
   driftRepair: boolean;
+  /** CloudWatch namespace of the EMF metrics: `EipLambdas/<STAGE>` (the stack sets STAGE), else `EipLambdas`. */
+  metricsNamespace: string;
 }
 
 export class ConfigError extends Error {
@@ -129,12 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   const region = regionOf(env, problems);
   const kube = kubeAccessOf(env, region ?? '', problems);
   const dynamo = dynamoOf(env, region ?? 'local', problems);
-  // Never a guessed region: only a local DynamoDB endpoint with the kubeconfig path goes without (dynalite
-  // ignores it).
-  if (!region && (kube?.kind === 'eks' || !dynamo.endpoint))
-    problems.push(
-      `no AWS region for ${kube?.kind === 'eks' ? 'the EKS token and DynamoDB' : 'DynamoDB'}: set AWS_REGION (or AWS_DEFAULT_REGION), or a region in the AWS profile (AWS_PROFILE, ~/.aws/config)`,
-    );
+  requireRegion(region, kube, dynamo, problems);
   const execTimeoutMs = intIn('EXEC_TIMEOUT_MS', env.EXEC_TIMEOUT_MS, 20_000, [1_000, 300_000], problems);
   const inLambda = !!env.AWS_LAMBDA_FUNCTION_NAME;
   const readCacheMs = intIn(
@@ -150,6 +149,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   if (driftRepair !== 'on' && driftRepair !== 'off')
     problems.push(`DRIFT_REPAIR must be on or off, got "${env.DRIFT_REPAIR}"`);
 
+  const stage = stageOf(env.STAGE, problems);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return Object.freeze({
     namespace,
@@ -162,7 +163,32 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
     inLambda,
     driftRepair: driftRepair === 'on',
+    metricsNamespace: metricsNamespace(stage),
   });
+}
+
+/**
+ * Never a guessed region: without one, only a local DynamoDB endpoint with the kubeconfig path goes on (dynalite
+ * ignores it); the EKS token and a real table need it.
+ */
+function requireRegion(
+  region: string | undefined,
+  kube: KubeAccess | undefined,
+  dynamo: Config['dynamo'],
+  problems: string[],
+): void {
+  if (region || (kube?.kind !== 'eks' && dynamo.endpoint)) return;
+  problems.push(
+    `no AWS region for ${kube?.kind === 'eks' ? 'the EKS token and DynamoDB' : 'DynamoDB'}: set AWS_REGION (or AWS_DEFAULT_REGION), or a region in the AWS profile (AWS_PROFILE, ~/.aws/config)`,
+  );
+}
+
+/** STAGE: the metrics namespace's stage (ADR 0080), or undefined. */
+function stageOf(value: string | undefined, problems: string[]): string | undefined {
+  const stage = value?.trim() || undefined;
+  if (stage && !STAGE_NAME.test(stage))
+    problems.push(`STAGE "${stage}" is not a stage name (letters, digits, - and _, up to 64)`);
+  return stage;
 }
 
 /** The region where the AWS CLI and SDKs find it (region.ts); undefined when nowhere. */

@@ -1,11 +1,25 @@
 /**
  * Metrics behind the Metrics port. In Lambda they are written as CloudWatch embedded metric format (EMF) lines
- * under one namespace; everywhere else they are tallied in memory (the local stack prints them, tests read them).
- * METRIC_NAMES is the catalogue: the dashboard in infra/ plots exactly these, and a test keeps the two in step.
+ * under the stage's namespace; everywhere else they are tallied in memory (the local stack prints them, tests read
+ * them). METRIC_NAMES is the catalogue: the dashboard in infra/ plots exactly these, and a test keeps the two in
+ * step.
  */
 import type { Metrics } from '../ports.js';
 
+/** The product's namespace without a stage: local runs and tests, which publish nothing to CloudWatch. */
 export const METRICS_NAMESPACE = 'EipLambdas';
+
+/**
+ * One namespace per stage, `EipLambdas/<stage>`, for the handlers and the bridge alike: two stages in one account
+ * never mix in an alarm or on a dashboard, and the bridge's PutMetricData is allowed in its own stage's namespace
+ * only (docs/adr/0080-metrics-namespace-per-stage.md).
+ */
+export function metricsNamespace(stage: string | undefined): string {
+  return stage ? `${METRICS_NAMESPACE}/${stage}` : METRICS_NAMESPACE;
+}
+
+/** A stage name as the namespace and the stack's resource names allow it. */
+export const STAGE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Every metric the code emits, with its unit. */
 export const METRIC_NAMES = {
@@ -75,6 +89,7 @@ export class EmfMetrics implements Metrics {
     private readonly service: string,
     private readonly write: (line: string) => void = (l) => process.stdout.write(`${l}\n`),
     private readonly now: () => number = Date.now,
+    private readonly namespace: string = METRICS_NAMESPACE,
   ) {}
 
   count(name: string, value = 1, dimensions?: Record<string, string>): void {
@@ -94,7 +109,7 @@ export class EmfMetrics implements Metrics {
           Timestamp: this.now(),
           CloudWatchMetrics: [
             {
-              Namespace: METRICS_NAMESPACE,
+              Namespace: this.namespace,
               Dimensions: [Object.keys(dims)],
               Metrics: [{ Name: name, Unit: unit }],
             },

@@ -183,12 +183,15 @@ describe('functions/bridge/main.ts', () => {
       BRIDGE_SINK: 'lambda',
       ADD_FUNCTION: 'eip-add',
       CONCURRENCY: 'many',
+      AWS_CONFIG_FILE: join(tmpdir(), 'no-aws-config'),
     });
     expect(await p.exit).toBe(2);
     const error = p.lines.find((l) => l.message === 'invalid configuration')!;
     expect(error.problems).toEqual([
       'the lambda sink needs UPDATE_FUNCTION, RESET_FUNCTION, DELETE_FUNCTION',
       'CONCURRENCY must be an integer from 1 to 1000, got "many"',
+      "BRIDGE_METRICS=cloudwatch needs STAGE: the stack's alarms watch the namespace EipLambdas/<stage> (or set BRIDGE_METRICS=none)",
+      'no AWS region: set AWS_REGION (the kustomize parameter region), or a region in the AWS profile',
     ]);
   });
 
@@ -315,6 +318,7 @@ describe('functions/bridge/main.ts', () => {
       EVENT_BUS_NAME: 'eip-bus',
       AWS_ENDPOINT_URL_EVENTBRIDGE: aws.url,
       BRIDGE_METRICS: 'emf',
+      STAGE: 'staging',
       HEARTBEAT_SECONDS: '1',
     });
     try {
@@ -326,7 +330,8 @@ describe('functions/bridge/main.ts', () => {
       expect(beat).toMatchObject({
         service: 'eip-bridge',
         BridgeHeartbeat: 1,
-        _aws: { CloudWatchMetrics: [{ Namespace: 'EipLambdas', Dimensions: [['service']] }] },
+        // In the stage's own namespace, where that stack's heartbeat alarm looks (ADR 0080).
+        _aws: { CloudWatchMetrics: [{ Namespace: 'EipLambdas/staging', Dimensions: [['service']] }] },
       });
       expect(p.lines.some((x) => '_aws' in x && 'BridgeQueueDepth' in x)).toBe(true);
       p.child.kill('SIGTERM');

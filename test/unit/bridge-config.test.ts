@@ -2,9 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { loadBridgeConfig } from '../../shared/bridge/config.js';
 import { ConfigError } from '../../shared/config/config.js';
 
+/** No AWS profile of the machine running the tests leaks in. */
+const NO_PROFILE = { AWS_CONFIG_FILE: '/nonexistent/aws-config' };
+/** What a deployed bridge is given besides the rest: its stack's stage and region (infra/bridge/base). */
+const DEPLOYED = { ...NO_PROFILE, STAGE: 'prod', AWS_REGION: 'eu-west-1' };
+
 const problemsOf = (env: NodeJS.ProcessEnv): string[] => {
   try {
-    loadBridgeConfig(env);
+    loadBridgeConfig({ ...NO_PROFILE, ...env });
   } catch (e) {
     if (e instanceof ConfigError) return e.problems;
     throw e;
@@ -14,10 +19,11 @@ const problemsOf = (env: NodeJS.ProcessEnv): string[] => {
 
 describe('bridge configuration', () => {
   it('defaults to the EventBridge sink in kube-system, resyncing every 10 minutes, health on 8080', () => {
-    expect(loadBridgeConfig({ KUBERNETES_SERVICE_HOST: '10.96.0.1' })).toEqual({
+    expect(loadBridgeConfig({ ...DEPLOYED, KUBERNETES_SERVICE_HOST: '10.96.0.1' })).toEqual({
       namespace: 'kube-system',
       sink: 'eventbridge',
       resyncMs: 600_000,
+      resyncRate: 20,
       concurrency: 16,
       healthPort: 8080,
       healthHost: '0.0.0.0',
@@ -26,30 +32,59 @@ describe('bridge configuration', () => {
       logLevel: 'info',
       queueLimit: 10_000,
       metrics: 'cloudwatch',
+      metricsNamespace: 'EipLambdas/prod',
+      region: 'eu-west-1',
       heartbeatMs: 60_000,
     });
   });
 
+  it('needs the stage for its metrics and a region for AWS, found as the AWS CLI finds it', () => {
+    expect(problemsOf({ KUBERNETES_SERVICE_HOST: '10.96.0.1' })).toEqual([
+      "BRIDGE_METRICS=cloudwatch needs STAGE: the stack's alarms watch the namespace EipLambdas/<stage> (or set BRIDGE_METRICS=none)",
+      'no AWS region: set AWS_REGION (the kustomize parameter region), or a region in the AWS profile',
+    ]);
+    const c = loadBridgeConfig({
+      KUBECONFIG: '/k',
+      STAGE: 'dev',
+      AWS_DEFAULT_REGION: 'cn-north-1',
+      ...NO_PROFILE,
+    });
+    expect(c).toMatchObject({ metricsNamespace: 'EipLambdas/dev', region: 'cn-north-1' });
+    expect(problemsOf({ KUBECONFIG: '/k', STAGE: 'prod east', AWS_REGION: 'x' })).toEqual([
+      'STAGE "prod east" is not a stage name (letters, digits, - and _, up to 64)',
+      'the AWS region "x" (from $AWS_REGION) is not a region name',
+    ]);
+    // The lab's bridge (in-process sink, no metrics) needs neither.
+    expect(loadBridgeConfig({ KUBECONFIG: '/k', BRIDGE_SINK: 'in-process', ...NO_PROFILE })).toMatchObject({
+      metrics: 'none',
+      metricsNamespace: 'EipLambdas',
+    });
+  });
+
   it('publishes no metrics by default with the in-process sink, and reads the queue and heartbeat settings', () => {
-    expect(loadBridgeConfig({ KUBECONFIG: '/k', BRIDGE_SINK: 'in-process' })).toMatchObject({
+    expect(loadBridgeConfig({ ...NO_PROFILE, KUBECONFIG: '/k', BRIDGE_SINK: 'in-process' })).toMatchObject({
       metrics: 'none',
     });
     expect(
       loadBridgeConfig({
+        ...DEPLOYED,
         KUBECONFIG: '/k',
         BRIDGE_METRICS: 'emf',
         QUEUE_LIMIT: '500',
         HEARTBEAT_SECONDS: '0',
       }),
     ).toMatchObject({ metrics: 'emf', queueLimit: 500, heartbeatMs: 0 });
-    expect(problemsOf({ KUBECONFIG: '/k', BRIDGE_METRICS: 'statsd', QUEUE_LIMIT: '0' })).toEqual([
-      'QUEUE_LIMIT must be an integer from 1 to 1000000, got "0"',
-      'BRIDGE_METRICS must be one of cloudwatch, emf, none, got "statsd"',
-    ]);
+    expect(problemsOf({ ...DEPLOYED, KUBECONFIG: '/k', BRIDGE_METRICS: 'statsd', QUEUE_LIMIT: '0' })).toEqual(
+      [
+        'QUEUE_LIMIT must be an integer from 1 to 1000000, got "0"',
+        'BRIDGE_METRICS must be one of cloudwatch, emf, none, got "statsd"',
+      ],
+    );
   });
 
   it('reads the lambda sink’s four function names and the first KUBECONFIG file', () => {
     const c = loadBridgeConfig({
+      ...DEPLOYED,
       KUBECONFIG: '/tmp/a:/tmp/b',
       BRIDGE_SINK: 'lambda',
       ADD_FUNCTION: 'eip-add',
@@ -76,6 +111,7 @@ describe('bridge configuration', () => {
   it('reports every problem at once', () => {
     expect(
       problemsOf({
+        ...DEPLOYED,
         EIP_NAMESPACE: 'Kube_System',
         BRIDGE_SINK: 'lambda',
         ADD_FUNCTION: 'eip add',
@@ -95,7 +131,7 @@ describe('bridge configuration', () => {
   });
 
   it('rejects an unknown sink', () => {
-    expect(problemsOf({ KUBECONFIG: '/k', BRIDGE_SINK: 'sqs' })).toEqual([
+    expect(problemsOf({ ...DEPLOYED, KUBECONFIG: '/k', BRIDGE_SINK: 'sqs' })).toEqual([
       'BRIDGE_SINK must be one of eventbridge, lambda, in-process, got "sqs"',
     ]);
   });

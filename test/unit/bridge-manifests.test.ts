@@ -57,6 +57,7 @@ let base: Doc[];
 let overlay: Doc[];
 const PARAMS = {
   eventBusName: 'eip-lambdas-prod',
+  stage: 'prod',
   region: 'eu-central-1',
   roleArn: 'arn:aws:iam::123456789012:role/eip-lambdas-bridge-prod',
   eipNamespace: 'ovn-system',
@@ -102,6 +103,7 @@ describe.skipIf(skip)('bridge manifests (kubectl kustomize infra/bridge)', () =>
     expect(v.container.image).toBe(IMAGE);
     expect(v.env).toMatchObject({
       EVENT_BUS_NAME: PARAMS.eventBusName,
+      STAGE: PARAMS.stage,
       AWS_REGION: PARAMS.region,
       EIP_NAMESPACE: PARAMS.eipNamespace,
     });
@@ -174,6 +176,9 @@ describe.skipIf(skip)('bridge manifests (kubectl kustomize infra/bridge)', () =>
         const config = loadBridgeConfig({ ...v.env, KUBERNETES_SERVICE_HOST: '10.96.0.1' });
         expect(config.sink).toBe('eventbridge');
         expect(config.namespace).toBe(v.env.EIP_NAMESPACE);
+        // Its metrics go where the stack of that stage alarms (ADR 0080), in the stack's region.
+        expect(config.metricsNamespace).toBe(`EipLambdas/${name === 'base' ? 'dev' : PARAMS.stage}`);
+        expect(config.region).toBe(v.env.AWS_REGION);
         const port = v.container.ports.find((p) => p.name === v.container.readinessProbe.httpGet.port)!;
         expect(port.containerPort).toBe(config.healthPort);
         expect(v.container.livenessProbe.httpGet.path).toBe('/healthz');

@@ -4,15 +4,19 @@
  * exact set of dimension names: an alarm (or a SEARCH) with one dimension more or less than the emitter watches a
  * metric that never gets a data point. The emitters are found in the source (shared/, functions/): every
  * `.count('Name', value, { dims })` and `.timing(...)` call, parsed with the TypeScript compiler, plus the `service`
- * dimension both the handlers' EMF writer and the bridge's publisher add to every point.
+ * dimension both the handlers' EMF writer and the bridge's publisher add to every point. The namespace is the
+ * stage's (ADR 0080): infra/alarms.yml is read for a stage the way osls resolves it, and compared with the namespace
+ * the code derives from that stage; infra-template.test.ts checks the packaged stacks of two stages end to end.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { BRIDGE_METRICS_NAMESPACE, BRIDGE_SERVICE } from '../../shared/bridge/metrics.js';
-import { METRICS_NAMESPACE } from '../../shared/observability/metrics.js';
+import { loadBridgeConfig } from '../../shared/bridge/config.js';
+import { BRIDGE_SERVICE } from '../../shared/bridge/metrics.js';
+import { loadConfig } from '../../shared/config/config.js';
+import { METRICS_NAMESPACE, metricsNamespace } from '../../shared/observability/metrics.js';
 
 const root = join(import.meta.dirname, '../..');
 // biome-ignore lint/suspicious/noExplicitAny: CloudFormation and dashboard JSON are dynamic
@@ -24,6 +28,9 @@ function sources(dir: string): string[] {
     return statSync(p).isDirectory() ? sources(p) : p.endsWith('.ts') ? [p] : [];
   });
 }
+
+/** `metric|dimension` → the literal values it is emitted with (`{ status: 'retry' }`). */
+const literalValues = new Map<string, Set<string>>();
 
 /** metric name → the dimension-name sets it is emitted with (sorted, comma-joined), and where. */
 function emitters(): Map<string, Map<string, string[]>> {
@@ -51,8 +58,13 @@ function emitters(): Map<string, Map<string, string[]>> {
             if (
               (ts.isPropertyAssignment(p) || ts.isShorthandPropertyAssignment(p)) &&
               ts.isIdentifier(p.name)
-            )
+            ) {
+              if (ts.isPropertyAssignment(p) && ts.isStringLiteral(p.initializer)) {
+                const k = `${name}|${p.name.text}`;
+                literalValues.set(k, (literalValues.get(k) ?? new Set()).add(p.initializer.text));
+              }
               return p.name.text;
+            }
             throw new Error(`${file}: a dimension of ${name} has no plain name`);
           });
         }
@@ -69,18 +81,41 @@ function emitters(): Map<string, Map<string, string[]>> {
 }
 
 const emitted = emitters();
-const alarms = Object.entries(
-  parse(readFileSync(join(root, 'infra/alarms.yml'), 'utf8')).Resources as Any,
-).filter(([, r]: Any) => r.Type === 'AWS::CloudWatch::Alarm') as [string, Any][];
+const STAGE = 'prod';
+/** infra/alarms.yml for one stage: `${sls:stage}` resolved as osls resolves it. */
+const alarmsOf = (stage: string) =>
+  Object.entries(
+    parse(readFileSync(join(root, 'infra/alarms.yml'), 'utf8').replaceAll('${sls:stage}', stage))
+      .Resources as Any,
+  ).filter(([, r]: Any) => r.Type === 'AWS::CloudWatch::Alarm') as [string, Any][];
+const alarms = alarmsOf(STAGE);
+/** Where the code of that stage publishes: the handlers' EMF (config.ts) and the bridge (bridge/config.ts). */
+const NAMESPACE = loadConfig({
+  KUBECONFIG: '/k',
+  TABLE_NAME: 't-ipam',
+  AWS_REGION: 'eu-west-1',
+  STAGE,
+}).metricsNamespace;
 const sls = readFileSync(join(root, 'serverless.yml'), 'utf8');
 const functions = Object.keys(parse(sls.replace(/<<: \*\w+/g, '')).functions as Any);
 const dashboard = JSON.parse(parse(readFileSync(join(root, 'infra/dashboard.yml'), 'utf8')).body) as {
   widgets: { properties: { title: string; metrics: Any[][] } }[];
 };
 
-/** `SELECT SUM(M) FROM SCHEMA("NS", a, b)` or `SEARCH('{NS,a,b} MetricName="M"', …)` → namespace, name, dims. */
-function query(expression: string): { namespace: string; name: string; dims: string } {
-  const select = /^SELECT \w+\((\w+)\) FROM SCHEMA\("([^"]+)"((?:, *\w+)*)\)$/.exec(expression);
+/**
+ * `SELECT SUM(M) FROM SCHEMA("NS", a, b) [WHERE d = 'v']` or `SEARCH('{NS,a,b} MetricName="M"', …)` → namespace,
+ * name, dims (and the WHERE's dimension and value).
+ */
+function query(expression: string): {
+  namespace: string;
+  name: string;
+  dims: string;
+  where?: [string, string];
+} {
+  const select =
+    /^SELECT \w+\((\w+)\) FROM SCHEMA\("([^"]+)"((?:, *\w+)*)\)(?: WHERE (\w+) = '([^']*)')?$/.exec(
+      expression,
+    );
   if (select)
     return {
       name: select[1]!,
@@ -91,6 +126,7 @@ function query(expression: string): { namespace: string; name: string; dims: str
         .filter(Boolean)
         .sort()
         .join(','),
+      ...(select[4] && { where: [select[4], select[5]!] as [string, string] }),
     };
   const search = /^SEARCH\('\{([^,}]+),([^}]*)\} MetricName="(\w+)"'/.exec(expression);
   if (search)
@@ -106,8 +142,8 @@ function query(expression: string): { namespace: string; name: string; dims: str
   throw new Error(`unrecognised metric query: ${expression}`);
 }
 
-function expectEmitted(where: string, namespace: string, name: string, dims: string): void {
-  expect([METRICS_NAMESPACE, BRIDGE_METRICS_NAMESPACE], where).toContain(namespace);
+function expectEmitted(where: string, namespace: string, name: string, dims: string, ns = NAMESPACE): void {
+  expect(namespace, where).toBe(ns);
   const sets = emitted.get(name);
   expect(sets, `${where}: no code emits ${name}`).toBeDefined();
   expect([...sets!.keys()], `${where}: ${name} is emitted with other dimensions`).toContain(dims);
@@ -119,7 +155,7 @@ describe('alarms (infra/alarms.yml)', () => {
     let checked = 0;
     for (const [id, a] of alarms) {
       const p = a.Properties;
-      if (p.Namespace === METRICS_NAMESPACE) {
+      if (p.Namespace?.startsWith(METRICS_NAMESPACE)) {
         const dims = (p.Dimensions as { Name: string; Value: string }[]).map((d) => d.Name).sort();
         expectEmitted(id, p.Namespace, p.MetricName, dims.join(','));
         const service = p.Dimensions.find((d: Any) => d.Name === 'service').Value;
@@ -129,13 +165,37 @@ describe('alarms (infra/alarms.yml)', () => {
         for (const m of p.Metrics as Any[]) {
           const q = query(m.Expression);
           expectEmitted(id, q.namespace, q.name, q.dims);
+          // A WHERE on a dimension value the code never writes would match nothing.
+          if (q.where)
+            expect([...(literalValues.get(`${q.name}|${q.where[0]}`) ?? [])], id).toContain(q.where[1]);
           checked++;
         }
       } else {
         expect(['AWS/Lambda', 'AWS/SQS'], id).toContain(p.Namespace);
       }
     }
-    expect(checked).toBeGreaterThanOrEqual(3); // exhaustion, bridge heartbeat, bridge delivery
+    expect(checked).toBeGreaterThanOrEqual(4); // exhaustion, handler failures, bridge heartbeat, bridge delivery
+  });
+
+  it("of every stage look in that stage's namespace, where its handlers and its bridge publish", () => {
+    expect(NAMESPACE).toBe(metricsNamespace(STAGE));
+    const bridge = loadBridgeConfig({
+      KUBERNETES_SERVICE_HOST: '10.0.0.1',
+      STAGE,
+      AWS_REGION: 'eu-west-1',
+      AWS_CONFIG_FILE: '/nonexistent',
+    });
+    expect(bridge.metricsNamespace).toBe(NAMESPACE);
+    for (const stage of ['dev', 'prod']) {
+      const namespaces = alarmsOf(stage).flatMap(([, a]) =>
+        a.Properties.Metrics
+          ? (a.Properties.Metrics as Any[]).map((m) => query(m.Expression).namespace)
+          : [a.Properties.Namespace as string],
+      );
+      const own = namespaces.filter((n) => !n.startsWith('AWS/'));
+      expect(own.length).toBeGreaterThanOrEqual(4);
+      expect(new Set(own), stage).toEqual(new Set([metricsNamespace(stage)]));
+    }
   });
 
   it('cover IPAM exhaustion over every subnet, whatever dimensions it carries', () => {
@@ -145,21 +205,35 @@ describe('alarms (infra/alarms.yml)', () => {
     expect([...emitted.get('IpamExhausted')!.keys()]).toEqual([q.dims]); // one emitter, the dims the query sums over
   });
 
-  it('cover errors and throttles of every function, the dead-letter queue, gc failures and the bridge heartbeat', () => {
+  it('alarm on events that fail for good and on failures that persist, never on one ordinary retry', () => {
     const on = (ns: string, metric: string) =>
       alarms.filter(([, a]) => a.Properties.Namespace === ns && a.Properties.MetricName === metric);
-    const functionsOf = (list: [string, Any][]) =>
-      list
-        .map(([, a]) => a.Properties.Dimensions[0].Value.Ref.replace(/LambdaFunction$/, '').toLowerCase())
-        .sort();
-    expect(functionsOf(on('AWS/Lambda', 'Errors'))).toEqual([...functions].sort());
-    expect(functionsOf(on('AWS/Lambda', 'Throttles'))).toEqual([...functions].sort());
+    const dlq = [{ Name: 'QueueName', Value: { 'Fn::GetAtt': ['DeadLetterQueue', 'QueueName'] } }];
+    // Dead letters: the queue's depth (something to look at) and its arrivals (new failures after every retry).
     expect(
       on('AWS/SQS', 'ApproximateNumberOfMessagesVisible').map(([, a]) => a.Properties.Dimensions),
-    ).toEqual([[{ Name: 'QueueName', Value: { 'Fn::GetAtt': ['DeadLetterQueue', 'QueueName'] } }]]);
-    // gc: its errors (a failed run) and its absence (no run for two hours).
-    expect(on('AWS/Lambda', 'Invocations').map(([id]) => id)).toEqual(['GcNotRunningAlarm']);
-    const [[, heartbeat]] = on(METRICS_NAMESPACE, 'BridgeHeartbeat') as [[string, Any]];
+    ).toEqual([dlq]);
+    const [[, arrivals]] = on('AWS/SQS', 'NumberOfMessagesSent') as [[string, Any]];
+    expect(arrivals.Properties).toMatchObject({ Dimensions: dlq, Statistic: 'Sum', Threshold: 0 });
+    // No handler alarm on AWS/Lambda Errors or Throttles: both count attempts that Lambda retries. Only gc, which
+    // is never retried, alarms on its Errors (a failed run), and on its absence.
+    const lambdaAlarms = alarms.filter(([, a]) => a.Properties.Namespace === 'AWS/Lambda');
+    expect(
+      lambdaAlarms.map(([, a]) => [a.Properties.MetricName, a.Properties.Dimensions[0].Value.Ref]).sort(),
+    ).toEqual([
+      ['Errors', 'GcLambdaFunction'],
+      ['Invocations', 'GcLambdaFunction'],
+    ]);
+    expect(parse(sls.replace(/<<: \*\w+/g, '')).functions.gc.maximumRetryAttempts).toBe(0);
+    // Persistent handler failures, from the handlers' own count of failed attempts, over three periods in a row.
+    const [, failures] = alarms.find(([id]) => id === 'HandlerFailuresAlarm')!;
+    expect(query(failures.Properties.Metrics[0].Expression)).toMatchObject({
+      name: 'Outcomes',
+      where: ['status', 'retry'],
+    });
+    expect(failures.Properties).toMatchObject({ EvaluationPeriods: 3, DatapointsToAlarm: 3 });
+    expect(failures.Properties.Threshold).toBeGreaterThan(1);
+    const [[, heartbeat]] = on(NAMESPACE, 'BridgeHeartbeat') as [[string, Any]];
     expect(heartbeat.Properties).toMatchObject({
       ComparisonOperator: 'LessThanThreshold',
       TreatMissingData: 'breaching',
@@ -177,7 +251,7 @@ describe('dashboard (infra/dashboard.yml)', () => {
     expect(searched.length).toBeGreaterThan(10);
     for (const { title, m } of searched) {
       const q = query(m[0].expression);
-      expectEmitted(`widget "${title}"`, q.namespace, q.name, q.dims);
+      expectEmitted(`widget "${title}"`, q.namespace, q.name, q.dims, METRICS_NAMESPACE);
     }
   });
 

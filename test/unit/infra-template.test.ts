@@ -12,6 +12,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../shared/config/config.js';
 import { profileRegion } from '../../shared/config/region.js';
 
 const root = join(import.meta.dirname, '../..');
@@ -308,6 +309,32 @@ describe('npm run package', () => {
     expect(metrics.Condition).toEqual({ StringEquals: { 'cloudwatch:namespace': expect.any(String) } });
   });
 
+  it("alarm, per stage, in the namespace that stage's functions and bridge publish in", () => {
+    for (const [stage, t] of [
+      ['dev', template],
+      ['prod', podIdentity],
+    ] as const) {
+      const want = `EipLambdas/${stage}`;
+      for (const C of ['Add', 'Update', 'Reset', 'Delete', 'Gc']) {
+        const env = t.Resources[`${C}LambdaFunction`].Properties.Environment.Variables;
+        expect(env.STAGE).toBe(stage);
+        expect(loadConfig({ ...env, AWS_REGION: 'eu-west-1' }).metricsNamespace).toBe(want);
+      }
+      const [, metrics] = t.Resources.BridgePublishPolicy.Properties.PolicyDocument.Statement;
+      expect(metrics.Condition.StringEquals['cloudwatch:namespace']).toBe(want);
+      const own = (Object.values(t.Resources) as Json[])
+        .filter((x) => x.Type === 'AWS::CloudWatch::Alarm')
+        .flatMap((a) =>
+          a.Properties.Metrics
+            ? a.Properties.Metrics.map((m: Json) => /SCHEMA\("([^"]+)"/.exec(m.Expression)![1])
+            : [a.Properties.Namespace],
+        )
+        .filter((n: string) => !n.startsWith('AWS/'));
+      expect(own.length).toBeGreaterThanOrEqual(4);
+      expect(new Set(own)).toEqual(new Set([want]));
+    }
+  });
+
   it('create the bridge role for EKS Pod Identity, trusted by the Pod Identity service for its ServiceAccount only', () => {
     const res = podIdentity.Resources;
     const [stmt] = res.BridgeRole.Properties.AssumeRolePolicyDocument.Statement;
@@ -474,7 +501,7 @@ describe('npm run package', () => {
 
   it('send alarms to the topic given', () => {
     const alarms = Object.values(r).filter((x: Json) => x.Type === 'AWS::CloudWatch::Alarm') as Json[];
-    expect(alarms.length).toBeGreaterThan(10);
+    expect(alarms.length).toBeGreaterThanOrEqual(8);
     for (const a of alarms) expect(a.Properties.AlarmActions).toEqual([TOPIC]);
   });
 

@@ -3,8 +3,14 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { BRIDGE_METRIC_NAMES } from '../../shared/bridge/metrics.js';
+import { loadConfig } from '../../shared/config/config.js';
 import { jsonLogger, levelFromEnv } from '../../shared/observability/log.js';
-import { EmfMetrics, METRIC_NAMES, METRICS_NAMESPACE } from '../../shared/observability/metrics.js';
+import {
+  EmfMetrics,
+  METRIC_NAMES,
+  METRICS_NAMESPACE,
+  metricsNamespace,
+} from '../../shared/observability/metrics.js';
 
 const root = join(import.meta.dirname, '../..');
 
@@ -69,6 +75,25 @@ describe('metrics', () => {
       op: 'eip-add',
       ExecDuration: 42,
     });
+  });
+
+  it("writes a deployed stage's metrics to that stage's namespace (ADR 0080)", () => {
+    const lines: string[] = [];
+    const config = loadConfig({
+      KUBECONFIG: '/k',
+      TABLE_NAME: 't-ipam',
+      AWS_REGION: 'eu-west-1',
+      STAGE: 'prod',
+    });
+    expect(config.metricsNamespace).toBe(metricsNamespace('prod'));
+    expect(metricsNamespace('prod')).toBe('EipLambdas/prod');
+    new EmfMetrics('eip-lambdas-prod-add', (l) => lines.push(l), Date.now, config.metricsNamespace).count(
+      'Outcomes',
+    );
+    expect(JSON.parse(lines[0]!)._aws.CloudWatchMetrics[0].Namespace).toBe('EipLambdas/prod');
+    expect(() =>
+      loadConfig({ KUBECONFIG: '/k', TABLE_NAME: 't-ipam', AWS_REGION: 'eu-west-1', STAGE: 'a b' }),
+    ).toThrow(/STAGE "a b" is not a stage name/);
   });
 });
 
