@@ -23,10 +23,11 @@ export function resolveRegion(
   env: NodeJS.ProcessEnv = process.env,
   read: (path: string) => string | undefined = readIfExists,
 ): RegionFound | undefined {
-  for (const key of ['AWS_REGION', 'AWS_DEFAULT_REGION'] as const) {
-    const v = env[key]?.trim();
-    if (v) return { region: v, from: `$${key}` };
-  }
+  const variables: [string, string | undefined][] = [
+    ['AWS_REGION', env.AWS_REGION],
+    ['AWS_DEFAULT_REGION', env.AWS_DEFAULT_REGION],
+  ];
+  for (const [key, value] of variables) if (value?.trim()) return { region: value.trim(), from: `$${key}` };
   const file =
     env.AWS_CONFIG_FILE?.trim() || join(env.HOME || env.USERPROFILE || homedir(), '.aws', 'config');
   const profile = env.AWS_PROFILE?.trim() || 'default';

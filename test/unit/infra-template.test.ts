@@ -7,11 +7,12 @@
  * cfn-lint itself where it is installed).
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { loadConfig } from '../../shared/config/config.js';
 import { profileRegion } from '../../shared/config/region.js';
 
@@ -161,6 +162,80 @@ describe('the region of the stack (infra/params.cjs)', () => {
 });
 
 describe('docs/configuration.md', () => {
+  const doc = readFileSync(join(root, 'docs/configuration.md'), 'utf8');
+  /** The variable tables of one section: each row's variables (first cell) and its cells. */
+  const rows = (heading: string) => {
+    const start = doc.indexOf(`## ${heading}`);
+    const end = doc.indexOf('\n## ', start + 1);
+    return doc
+      .slice(start, end)
+      .split('\n')
+      .filter((l) => l.startsWith('| `'))
+      .map((l) => {
+        const cells = l.split('|').map((c) => c.trim());
+        return { vars: [...cells[1]!.matchAll(/`([A-Z_][A-Z0-9_]+)`/g)].map((m) => m[1]!), cells };
+      });
+  };
+  const handlers = rows('Handlers (`add`, `update`, `reset`, `delete`, `gc`) and the local tools');
+  const bridge = rows('Bridge (container)');
+
+  /** Every environment variable some code reads: `env.X`, `process.env.X`, the bridge's `text('X')`/`int('X', …)`. */
+  function read(paths: string[], skip: string[] = []): Set<string> {
+    const out = new Set<string>();
+    const walk = (p: string) => {
+      if (skip.some((s) => p.endsWith(s))) return;
+      if (statSync(p).isDirectory()) for (const f of readdirSync(p)) walk(join(p, f));
+      else if (p.endsWith('.ts'))
+        for (const m of readFileSync(p, 'utf8').matchAll(
+          /\benv\.([A-Z_][A-Z0-9_]+)|\b(?:text|int)\('([A-Z_][A-Z0-9_]+)'/g,
+        ))
+          out.add((m[1] ?? m[2])!);
+    };
+    for (const p of paths) walk(join(root, p));
+    return out;
+  }
+  const handlerReads = read(['shared', 'functions'], ['shared/bridge', 'functions/bridge']);
+  const bridgeReads = new Set([
+    ...read(['shared/bridge', 'functions/bridge', 'shared/config/region.ts']),
+    ...['ADD', 'UPDATE', 'RESET', 'DELETE'].map((h) => `${h}_FUNCTION`), // functionVariable()
+  ]);
+  const stackSets = Object.keys(
+    (parse(readFileSync(join(root, 'serverless.yml'), 'utf8').replace(/<<: \*\w+/g, '')) as Json).provider
+      .environment,
+  );
+
+  it('lists each variable once per table, and only variables that are read or set', () => {
+    for (const [name, table, reads] of [
+      ['handlers', handlers, handlerReads],
+      ['bridge', bridge, bridgeReads],
+    ] as const) {
+      const listed = table.flatMap((r) => r.vars);
+      expect(
+        listed.filter((v, i) => listed.indexOf(v) !== i),
+        `${name}: listed twice`,
+      ).toEqual([]);
+      // Listed but neither read by the code nor set by the stack: a variable that does nothing.
+      const inert = listed.filter((v) => !reads.has(v) && !(name === 'handlers' && stackSets.includes(v)));
+      expect(inert, `${name}: listed, never read or set`).toEqual([]);
+    }
+  });
+
+  it("lists every variable the handlers' and the bridge's code reads", () => {
+    const handlerListed = handlers.flatMap((r) => r.vars);
+    // HOME and USERPROFILE only locate ~/.aws/config (AWS_CONFIG_FILE's default); AWS_ACCESS_KEY_ID is the SDK's.
+    const unlisted = (reads: Set<string>, listed: string[]) =>
+      [...reads].filter(
+        (v) => !listed.includes(v) && !['HOME', 'USERPROFILE', 'AWS_ACCESS_KEY_ID'].includes(v),
+      );
+    expect(unlisted(handlerReads, handlerListed)).toEqual([]);
+    expect(unlisted(bridgeReads, [...bridge.flatMap((r) => r.vars), ...handlerListed])).toEqual([]);
+  });
+
+  it('says "the stack" for exactly the variables serverless.yml sets on the functions', () => {
+    const byStack = handlers.filter((r) => r.cells[4]!.startsWith('the stack')).flatMap((r) => r.vars);
+    expect(byStack.sort()).toEqual([...stackSets].sort());
+  });
+
   it('lists every environment variable the handlers and the bridge document in their configuration code', () => {
     const doc = readFileSync(join(root, 'docs/configuration.md'), 'utf8');
     for (const file of ['shared/config/config.ts', 'shared/bridge/config.ts']) {
