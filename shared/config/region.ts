@@ -4,7 +4,8 @@
  * config file (`AWS_PROFILE`, else `default`; the file is `AWS_CONFIG_FILE`, else `~/.aws/config`). No region
  * anywhere is `undefined`: the caller says why it needs one, rather than guessing a region.
  *
- * In Lambda `AWS_REGION` is always set; the rest is for the command-line tools and the bridge on a laptop.
+ * In Lambda `AWS_REGION` is always set; the rest is for the command-line tools and the bridge on a laptop. The
+ * environment is passed in by the two loaders (config.ts, bridge/config.ts), which are all that read it (ADR 0053).
  */
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -20,7 +21,7 @@ export interface RegionFound {
 export const REGION_NAME = /^[a-z]{2,4}(-[a-z]+)+-\d+$/;
 
 export function resolveRegion(
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv,
   read: (path: string) => string | undefined = readIfExists,
 ): RegionFound | undefined {
   const variables: [string, string | undefined][] = [

@@ -32,6 +32,19 @@ function sources(dir: string): string[] {
 /** `metric|dimension` → the literal values it is emitted with (`{ status: 'retry' }`). */
 const literalValues = new Map<string, Set<string>>();
 
+/** A dimension's name in an emitter's object literal; a literal value is recorded in `literalValues`. */
+function dimensionName(p: ts.ObjectLiteralElementLike, metric: string, file: string): string {
+  const plain =
+    (ts.isPropertyAssignment(p) || ts.isShorthandPropertyAssignment(p)) && ts.isIdentifier(p.name);
+  if (!plain) throw new Error(`${file}: a dimension of ${metric} has no plain name`);
+  const name = (p.name as ts.Identifier).text;
+  if (ts.isPropertyAssignment(p) && ts.isStringLiteral(p.initializer)) {
+    const k = `${metric}|${name}`;
+    literalValues.set(k, (literalValues.get(k) ?? new Set()).add(p.initializer.text));
+  }
+  return name;
+}
+
 /** metric name → the dimension-name sets it is emitted with (sorted, comma-joined), and where. */
 function emitters(): Map<string, Map<string, string[]>> {
   const out = new Map<string, Map<string, string[]>>();
@@ -54,19 +67,7 @@ function emitters(): Map<string, Map<string, string[]>> {
         if (dimsArg) {
           if (!ts.isObjectLiteralExpression(dimsArg))
             throw new Error(`${file}: dimensions of ${name} are not an object literal; list them inline`);
-          dims = dimsArg.properties.map((p) => {
-            if (
-              (ts.isPropertyAssignment(p) || ts.isShorthandPropertyAssignment(p)) &&
-              ts.isIdentifier(p.name)
-            ) {
-              if (ts.isPropertyAssignment(p) && ts.isStringLiteral(p.initializer)) {
-                const k = `${name}|${p.name.text}`;
-                literalValues.set(k, (literalValues.get(k) ?? new Set()).add(p.initializer.text));
-              }
-              return p.name.text;
-            }
-            throw new Error(`${file}: a dimension of ${name} has no plain name`);
-          });
+          dims = dimsArg.properties.map((p) => dimensionName(p, name, file));
         }
         const key = ['service', ...dims].sort().join(',');
         const byDims = out.get(name) ?? new Map<string, string[]>();

@@ -68,58 +68,72 @@ interface Ref {
 function scan(text: string): { uses: Ref[]; sets: Ref[] } {
   const uses: Ref[] = [];
   const sets: Ref[] = [];
-  const lines = text.split('\n');
   let inSingle = false;
   let heredoc: { end: string; expands: boolean } | undefined;
-  const expansions = (s: string, line: number) => {
-    for (const m of s.matchAll(/\$(?:\{#?([A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_]*))/g))
-      uses.push({ name: (m[1] ?? m[2])!, line, col: m.index });
-  };
-  for (let n = 0; n < lines.length; n++) {
-    const raw = lines[n]!;
+  for (const [n, raw] of text.split('\n').entries()) {
     if (heredoc) {
       if (raw.trim() === heredoc.end) heredoc = undefined;
-      else if (heredoc.expands) expansions(raw, n + 1);
+      else if (heredoc.expands) uses.push(...expansions(raw, n + 1));
       continue;
     }
-    // Split the line into the parts the shell expands (outside single quotes, comments cut) and the rest.
-    let live = '';
-    let inDouble = false;
-    for (let i = 0; i < raw.length; i++) {
-      const c = raw[i]!;
-      if (inSingle) {
-        if (c === "'") inSingle = false;
-        live += ' ';
-        continue;
-      }
-      if (c === '\\') {
-        live += '  ';
-        i++;
-        continue;
-      }
-      if (c === "'" && !inDouble) {
-        inSingle = true;
-        live += ' ';
-        continue;
-      }
-      if (c === '"') inDouble = !inDouble;
-      if (c === '#' && !inDouble && (i === 0 || /\s/.test(raw[i - 1]!))) break;
-      live += c;
-    }
-    expansions(live, n + 1);
-    // An assignment takes effect where its command ends: `X=$(f $X)` still reads the old X.
-    const endOf = (from: number) => {
-      const m = /[;&|]|$/.exec(live.slice(from));
-      return from + (m?.index ?? 0);
-    };
-    for (const m of live.matchAll(/(?:^|[;&|(]|\bthen|\bdo|\bexport)\s*([A-Za-z_][A-Za-z0-9_]*)\+?=/g))
-      sets.push({ name: m[1]!, line: n + 1, col: endOf(m.index + m[0].length) });
-    for (const m of live.matchAll(/\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b/g))
-      sets.push({ name: m[1]!, line: n + 1, col: endOf(m.index) });
+    const cut = expanded(raw, inSingle);
+    inSingle = cut.inSingle;
+    uses.push(...expansions(cut.live, n + 1));
+    sets.push(...assignments(cut.live, n + 1));
     const here = /<<-?\s*(['"]?)([A-Za-z_]+)\1/.exec(raw);
     if (here) heredoc = { end: here[2]!, expands: here[1] === '' };
   }
   return { uses, sets };
+}
+
+/** `$NAME`, `${NAME…}`, `${#NAME}` in text the shell expands. */
+function expansions(s: string, line: number): Ref[] {
+  return [...s.matchAll(/\$(?:\{#?([A-Za-z_][A-Za-z0-9_]*)|([A-Za-z_][A-Za-z0-9_]*))/g)].map((m) => ({
+    name: (m[1] ?? m[2])!,
+    line,
+    col: m.index,
+  }));
+}
+
+/**
+ * The part of a line the shell expands, same length, blanks where it does not: single-quoted text (which may go on
+ * from an earlier line, or to a later one), escaped characters, and a comment.
+ */
+function expanded(raw: string, startInSingle: boolean): { live: string; inSingle: boolean } {
+  const st = { inSingle: startInSingle, inDouble: false, comment: false };
+  const text = raw.replace(/\\./g, '  '); // an escaped character expands nothing
+  let live = '';
+  for (let i = 0; i < text.length && !st.comment; i++) live += shellChar(st, text[i]!, text[i - 1] ?? '');
+  return { live, inSingle: st.inSingle };
+}
+
+/** One character of a line, as `expanded` keeps it, updating the quoting state. */
+function shellChar(
+  st: { inSingle: boolean; inDouble: boolean; comment: boolean },
+  c: string,
+  prev: string,
+): string {
+  if (st.inSingle || (c === "'" && !st.inDouble)) {
+    if (c === "'") st.inSingle = !st.inSingle;
+    return ' ';
+  }
+  if (c === '#' && !st.inDouble && /^\s?$/.test(prev)) {
+    st.comment = true;
+    return '';
+  }
+  if (c === '"') st.inDouble = !st.inDouble;
+  return c;
+}
+
+/** `X=`, `X+=`, `export X=` at the start of a command, `for X in`: in effect where their command ends. */
+function assignments(live: string, line: number): Ref[] {
+  const endOf = (from: number) => from + (/[;&|]|$/.exec(live.slice(from))?.index ?? 0);
+  const sets: Ref[] = [];
+  for (const m of live.matchAll(/(?:^|[;&|(]|\bthen|\bdo|\bexport)\s*([A-Za-z_][A-Za-z0-9_]*)\+?=/g))
+    sets.push({ name: m[1]!, line, col: endOf(m.index + m[0].length) });
+  for (const m of live.matchAll(/\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b/g))
+    sets.push({ name: m[1]!, line, col: endOf(m.index) });
+  return sets;
 }
 
 /** Variables used before any line of the guide sets them: `NAME (section, line)`. */

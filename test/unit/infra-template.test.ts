@@ -182,16 +182,19 @@ describe('docs/configuration.md', () => {
   /** Every environment variable some code reads: `env.X`, `process.env.X`, the bridge's `text('X')`/`int('X', …)`. */
   function read(paths: string[], skip: string[] = []): Set<string> {
     const out = new Set<string>();
-    const walk = (p: string) => {
-      if (skip.some((s) => p.endsWith(s))) return;
-      if (statSync(p).isDirectory()) for (const f of readdirSync(p)) walk(join(p, f));
-      else if (p.endsWith('.ts'))
-        for (const m of readFileSync(p, 'utf8').matchAll(
-          /\benv\.([A-Z_][A-Z0-9_]+)|\b(?:text|int)\('([A-Z_][A-Z0-9_]+)'/g,
-        ))
-          out.add((m[1] ?? m[2])!);
-    };
-    for (const p of paths) walk(join(root, p));
+    const files = (p: string): string[] =>
+      skip.some((x) => p.endsWith(x))
+        ? []
+        : statSync(p).isDirectory()
+          ? readdirSync(p).flatMap((f) => files(join(p, f)))
+          : p.endsWith('.ts')
+            ? [p]
+            : [];
+    for (const file of paths.flatMap((p) => files(join(root, p))))
+      for (const m of readFileSync(file, 'utf8').matchAll(
+        /\benv\.([A-Z_][A-Z0-9_]+)|\b(?:text|int)\('([A-Z_][A-Z0-9_]+)'/g,
+      ))
+        out.add((m[1] ?? m[2])!);
     return out;
   }
   const handlerReads = read(['shared', 'functions'], ['shared/bridge', 'functions/bridge']);
