@@ -5,8 +5,6 @@
  * (docs/adr/0040-one-dashboard-definition.md). test/unit/dashboard-definition.test.ts keeps the file and this
  * definition equal.
  */
-import { METRICS_NAMESPACE } from '../../shared/observability/metrics.js';
-
 export type Stat = 'Sum' | 'Maximum' | 'p99';
 
 /** One SEARCH line: a metric of the namespace, the exact dimension set it is emitted with, and the statistic. */
@@ -223,9 +221,15 @@ export function isSearchLine(line: SearchLine | AwsLine): line is SearchLine {
   return 'id' in line;
 }
 
+/**
+ * The namespace of every SEARCH: a CloudFormation substitution that serverless.yml sets to the stage's namespace,
+ * `EipLambdas/<stage>` (ADR 0080), so that one stage's dashboard shows only its own metrics.
+ */
+export const NAMESPACE_REF = cfn('MetricsNamespace');
+
 /** The SEARCH expression CloudWatch runs for a line. */
 export function searchExpression(line: SearchLine, period: number): string {
-  return `SEARCH('{${[METRICS_NAMESPACE, ...line.dimensions].join(',')}} MetricName="${line.metric}"', '${line.stat}', ${period})`;
+  return `SEARCH('{${[NAMESPACE_REF, ...line.dimensions].join(',')}} MetricName="${line.metric}"', '${line.stat}', ${period})`;
 }
 
 /** The CloudWatch dashboard body (before CloudFormation substitutes ${AWS::Region} and the resource names). */
@@ -266,7 +270,8 @@ export function cloudWatchBody(): { widgets: unknown[] } {
 }
 
 const YAML_HEADER = `# The CloudWatch dashboard body (CloudFormation Fn::Sub string; \${AWS::Region}, \${DeadLetterQueue.QueueName} and
-# \${<Fn>LambdaFunction} are substituted at deploy).
+# \${<Fn>LambdaFunction} are substituted at deploy, and \${MetricsNamespace} with the stage's namespace
+# EipLambdas/<stage> by serverless.yml: one dashboard per stage, showing only that stage's metrics, ADR 0080).
 # GENERATED from local/dashboard/definition.ts, the one definition the local dashboard of
 # \`npm start\` draws too: edit that file, then run \`npx tsx local/dashboard/generate-cloudwatch.ts\`
 # (test/unit/dashboard-definition.test.ts fails when this file and the definition differ).

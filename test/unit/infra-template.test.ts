@@ -387,7 +387,7 @@ describe('npm run package', () => {
     expect(metrics.Condition).toEqual({ StringEquals: { 'cloudwatch:namespace': expect.any(String) } });
   });
 
-  it("alarm, per stage, in the namespace that stage's functions and bridge publish in", () => {
+  it("alarm and plot, per stage, in the namespace that stage's functions and bridge publish in", () => {
     for (const [stage, t] of [
       ['dev', template],
       ['prod', podIdentity],
@@ -410,6 +410,12 @@ describe('npm run package', () => {
         .filter((n: string) => !n.startsWith('AWS/'));
       expect(own.length).toBeGreaterThanOrEqual(4);
       expect(new Set(own)).toEqual(new Set([want]));
+      // The dashboard of the stage: every SEARCH in the namespace CloudFormation substitutes, which is the stage's.
+      const [body, vars] = t.Resources.Dashboard.Properties.DashboardBody['Fn::Sub'];
+      expect(vars).toEqual({ MetricsNamespace: want });
+      const searches = (body as string).match(/SEARCH\('\{[^,]+,/g) ?? [];
+      expect(searches.length).toBeGreaterThan(10);
+      expect(new Set(searches)).toEqual(new Set(["SEARCH('{${MetricsNamespace},"]));
     }
   });
 

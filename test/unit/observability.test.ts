@@ -36,6 +36,21 @@ describe('metrics', () => {
   it('the dashboard plots exactly the catalogue, in the namespace the code writes to', () => {
     const sls = readFileSync(join(root, 'serverless.yml'), 'utf8');
     expect(sls).toContain(['${file', '(infra/dashboard.yml):body}'].join(''));
+    // serverless.yml gives the body's namespace the stage's, as the handlers of that stage write to (ADR 0080).
+    const stage = (
+      parse(sls.replace(/<<: \*\w+/g, '')) as {
+        resources: {
+          Resources?: {
+            Dashboard?: { Properties: { DashboardBody: { 'Fn::Sub': [string, Record<string, string>] } } };
+          };
+        }[];
+      }
+    ).resources.find((r) => r.Resources?.Dashboard)!.Resources!.Dashboard!.Properties.DashboardBody[
+      'Fn::Sub'
+    ][1];
+    expect(stage.MetricsNamespace!.replace(['${', 'sls:stage}'].join(''), 'prod')).toBe(
+      metricsNamespace('prod'),
+    );
     const body = JSON.parse(parse(readFileSync(join(root, 'infra/dashboard.yml'), 'utf8')).body) as {
       widgets: { properties: { metrics: { expression: string }[][] } }[];
     };
@@ -45,9 +60,9 @@ describe('metrics', () => {
     for (const w of body.widgets)
       for (const [m] of w.properties.metrics) {
         if (typeof m !== 'object' || others.test(m.expression)) continue;
-        const match = /SEARCH\('\{([A-Za-z]+),[^}]*\} MetricName="([A-Za-z]+)"'/.exec(m!.expression);
+        const match = /SEARCH\('\{([^,]+),[^}]*\} MetricName="([A-Za-z]+)"'/.exec(m!.expression);
         expect(match, m!.expression).not.toBeNull();
-        expect(match![1]).toBe(METRICS_NAMESPACE);
+        expect(match![1]).toBe(['${', 'MetricsNamespace}'].join(''));
         plotted.add(match![2]!);
       }
     expect([...plotted].sort()).toEqual(Object.keys(METRIC_NAMES).sort());
