@@ -225,7 +225,7 @@ export function isSearchLine(line: SearchLine | AwsLine): line is SearchLine {
  * The namespace of every SEARCH: a CloudFormation substitution that serverless.yml sets to the stage's namespace,
  * `EipLambdas/<stage>` (ADR 0080), so that one stage's dashboard shows only its own metrics.
  */
-export const NAMESPACE_REF = cfn('MetricsNamespace');
+const NAMESPACE_REF = cfn('MetricsNamespace');
 
 /** The SEARCH expression CloudWatch runs for a line. */
 export function searchExpression(line: SearchLine, period: number): string {

@@ -15,7 +15,7 @@ export interface Timers {
 }
 
 /** Node's timers, unref'd: a pending resync never keeps the process alive. */
-export const realTimers: Timers = {
+const realTimers: Timers = {
   now: () => Date.now(),
   setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
