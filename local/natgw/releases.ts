@@ -6,12 +6,9 @@
 export const KUBE_OVN_RELEASES = ['1.12', '1.13', '1.14', '1.15', '1.16', 'master'] as const;
 export type KubeOvnRelease = (typeof KUBE_OVN_RELEASES)[number];
 
-/** The newest kube-ovn release (not master). */
-export const NEWEST_RELEASE: KubeOvnRelease = '1.16';
-
 /**
  * The lab's release when none is asked for. It stays at 1.12 while the product sends 1.12's `eip-add <ip>/<len>,<gw>`
- * (which 1.13+ refuses); once the product speaks every release this line becomes `= NEWEST_RELEASE`
+ * (which 1.13+ refuses); once the product speaks every release it becomes the newest release, 1.16
  * (docs/adr/0065-lab-speaks-every-kube-ovn-release.md).
  */
 export const DEFAULT_RELEASE: KubeOvnRelease = '1.12';
