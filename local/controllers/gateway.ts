@@ -46,7 +46,6 @@ import {
 } from './gateway-pod.js';
 import { execArgv, type Log, Watched, WorkQueue } from './runtime.js';
 
-
 export interface GatewayStandInOptions {
   kubeConfig: KubeConfig;
   namespace: string;
