@@ -237,6 +237,18 @@ export interface Gateway {
   run(pod: GatewayPod, op: NatGwOp, args: readonly string[], signal?: AbortSignal): Promise<ExecResult>;
 }
 
+/**
+ * Read-only commands in a gateway pod's vpc-nat-gw container: the audit's inspection, and the one read a handler
+ * makes when a gateway's kube-ovn release can only be told from inside it (its nat table, its env file). Argv only,
+ * and only what `isDialectInspectionArgv` accepts (shared/domain/dialect/inspect.ts); adapters check before they exec.
+ * Resolves with the output when the command exits 0.
+ * @throws GatewayCommandError on a non-zero exit (with its exit code and output), a lost stream or a timeout;
+ *   GatewayNotReadyError when the pod is gone
+ */
+export interface GatewayInspector {
+  read(pod: GatewayPod, argv: readonly string[], signal?: AbortSignal): Promise<ExecResult>;
+}
+
 // ---------------------------------------------------------------- Clock, ids, logging
 
 export interface Clock {
@@ -270,6 +282,10 @@ export interface Deps {
   metrics: Metrics;
   /** Identifies this invocation as a lease holder. */
   newId(): string;
+  /** Read-only gateway commands; without it a gateway whose release only its own state tells is refused. */
+  inspector?: GatewayInspector;
+  /** KUBE_OVN_RELEASE: the release a gateway is taken to speak when nothing else tells (docs/compatibility.md). */
+  kubeOvnRelease?: string;
 }
 
 /** Re-export for adapters that only need the types of the objects they move. */

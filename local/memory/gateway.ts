@@ -37,7 +37,13 @@ export class MemoryGateway implements Gateway {
   readonly calls: GatewayCall[] = [];
   private readonly sims = new Map<string, NatGatewaySim>();
   private readonly delays: number[] = [];
-  private failures: { remaining: number; match?: NatGwOp; exitCode: number; stderr: string }[] = [];
+  private failures: {
+    remaining: number;
+    match?: NatGwOp;
+    exitCode: number | undefined;
+    stdout: string;
+    stderr: string;
+  }[] = [];
 
   constructor(private readonly options: MemoryGatewayOptions = {}) {}
 
@@ -70,12 +76,19 @@ export class MemoryGateway implements Gateway {
     this.initialise(sim);
   }
 
-  /** The next `count` calls (of `op`, if given) exit with `exitCode` (default 1) and `stderr`, without running. */
-  failNext(count: number, options: { op?: NatGwOp; exitCode?: number; stderr?: string } = {}): void {
+  /**
+   * The next `count` calls (of `op`, if given) exit with `exitCode` (default 1; null: a stream lost before any exit
+   * status), `stdout` and `stderr`, without running.
+   */
+  failNext(
+    count: number,
+    options: { op?: NatGwOp; exitCode?: number | null; stdout?: string; stderr?: string } = {},
+  ): void {
     this.failures.push({
       remaining: count,
       ...(options.op && { match: options.op }),
-      exitCode: options.exitCode ?? 1,
+      exitCode: options.exitCode === null ? undefined : (options.exitCode ?? 1),
+      stdout: options.stdout ?? '',
       stderr: options.stderr ?? 'injected failure',
     });
   }
@@ -101,11 +114,13 @@ export class MemoryGateway implements Gateway {
       fault.remaining -= 1;
       // Exit status 0 with output on stderr (a tool's warning) is not a failure
       // (docs/kube-ovn-differences.md#stderr-alone-is-not-a-failure).
-      if (fault.exitCode === 0) return { stdout: '', stderr: fault.stderr };
+      if (fault.exitCode === 0) return { stdout: fault.stdout, stderr: fault.stderr };
       throw new GatewayCommandError(
-        `command terminated with non-zero exit code: exit status ${fault.exitCode}`,
+        fault.exitCode === undefined
+          ? 'exec stream closed before the command reported an exit status'
+          : `command terminated with non-zero exit code: exit status ${fault.exitCode}`,
         fault.exitCode,
-        '',
+        fault.stdout,
         fault.stderr,
       );
     }

@@ -21,6 +21,7 @@ import type { Clock, Deps } from '../../shared/ports.js';
 import { gatewayImage } from '../natgw/releases.js';
 import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
+import { memoryInspector } from './inspect.js';
 import { MemoryIpam } from './ipam.js';
 import { MemoryLeases } from './leases.js';
 import { memoryLogger } from './logger.js';
@@ -71,7 +72,17 @@ export function world(options: WorldOptions = {}) {
   const metrics = new TallyMetrics();
   const log = memoryLogger();
   let ids = 0;
-  const deps: Deps = { cluster, ipam, leases, gateway, clock, log, metrics, newId: () => `inv-${++ids}` };
+  const deps: Deps = {
+    cluster,
+    ipam,
+    leases,
+    gateway,
+    inspector: memoryInspector(gateway),
+    clock,
+    log,
+    metrics,
+    newId: () => `inv-${++ids}`,
+  };
 
   cluster.enableNatGw();
   const meta = (name: string) => ({

@@ -14,7 +14,7 @@ import { EmfMetrics, TallyMetrics } from '../observability/metrics.js';
 import type { Deps, Logger, Metrics } from '../ports.js';
 import { cachedEksToken } from './aws/eks-token.js';
 import { createDynamoIpam, createDynamoLeases, DYNAMO_MAX_ATTEMPTS } from './dynamo/index.js';
-import { createK8sCluster, createK8sGateway } from './k8s/index.js';
+import { createK8sCluster, createK8sGateway, createK8sInspector } from './k8s/index.js';
 import type { KubeEndpoint, KubeSource } from './k8s/rest.js';
 
 /** EKS: endpoint and CA from configuration, a bearer token minted from the Lambda role (cached until near expiry). */
@@ -80,12 +80,14 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
       reportingInstance: config.service,
     }),
     gateway: createK8sGateway({ kubeConfig, timeoutMs: config.execTimeoutMs }),
+    inspector: createK8sInspector({ kubeConfig, timeoutMs: config.execTimeoutMs }),
     ipam: createDynamoIpam({ client, tableName: config.dynamo.tableName, log, metrics }),
     leases: createDynamoLeases({ client, tableName: config.dynamo.tableName, clock }),
     clock,
     log,
     metrics,
     newId: () => randomUUID(),
+    ...(config.kubeOvnRelease && { kubeOvnRelease: config.kubeOvnRelease }),
   };
 }
 

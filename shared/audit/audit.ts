@@ -4,6 +4,7 @@
  * Decisions: docs/adr/0037-gateway-inspection.md, 0038-drift-model.md, 0039-drift-repair.md.
  */
 
+import { chooseGatewayDialect } from '../core/dialect.js';
 import { collectGarbage, isGarbageCollector } from '../core/gc.js';
 import { type Invocation, withLease } from '../core/invocation.js';
 import { updateEip } from '../core/operations.js';
@@ -11,6 +12,7 @@ import type { Outcome } from '../core/outcome.js';
 import { validateQos } from '../core/qos.js';
 import { ConditionType, setCondition, statusChanges } from '../core/view.js';
 import { poolsOf } from '../domain/addressing.js';
+import { eipDel, qosRemove } from '../domain/dialect/index.js';
 import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
 import { externalNetworkOf, type GatewayPod, type IptablesEip } from '../domain/kube-ovn.js';
 import type { Reason } from '../events.js';
@@ -89,7 +91,7 @@ export async function takeSnapshot(
         continue;
       }
       try {
-        const state = await inspectGateway(deps.inspector, gw, pod, deps.clock.now, options.signal);
+        const state = await inspectGateway(deps, gw, pod, deps.clock.now, options.signal);
         gateways.push(state);
         options.progress?.(
           `read gateway ${gw} (pod ${state.pod}): ${state.addresses.length} addresses, ${state.filters.length} tc filters`,
@@ -167,7 +169,7 @@ async function confirmMissing(
     const pod = snapshot.pods.find((p) => gatewayOfPod(p) === gw);
     if (!pod) continue;
     try {
-      const state = await inspectGateway(deps.inspector, gw, pod, deps.clock.now, signal);
+      const state = await inspectGateway(deps, gw, pod, deps.clock.now, signal);
       now.set(gw, new Set(state.addresses.map((a) => a.address)));
     } catch {
       // keep the finding: the first read is all there is
@@ -413,9 +415,9 @@ async function repairOrphan(
   }
   try {
     if (!pod) throw new GatewayNotReadyError(`gateway ${gateway} has no pod`);
-    await deps.gateway.run(pod, 'eip-del', [`${address}/${d.prefix}`]);
-    await deps.gateway.run(pod, 'eip-ingress-qos-del', [address]);
-    await deps.gateway.run(pod, 'eip-egress-qos-del', [address]);
+    const { dialect } = await chooseGatewayDialect(deps, gateway, pod, 'send');
+    for (const call of [eipDel(dialect, { address, prefix: d.prefix! }), ...qosRemove(dialect, address)])
+      await deps.gateway.run(pod, call.op, call.args);
     await deps.store.forgetSighting(gateway, address);
     orphan({ action, result: 'done', detail: evidence });
   } catch (e) {

@@ -1,6 +1,6 @@
 /**
  * The drift model: what DynamoDB holds (allocations, leases), what the IptablesEIPs say (status, labels) and what
- * each NAT gateway has configured (net1 addresses, tc filters), compared. Pure: a snapshot in, findings out.
+ * each NAT gateway has configured (the external interface's addresses, tc QoS, 1.16+'s hairpin SNAT rules), compared. Pure: a snapshot in, findings out.
  * Kinds and their meaning: docs/audit.md; decisions: docs/adr/0038-drift-model.md.
  */
 import { formatAddress, parseAddress, staticAddressProblem } from '../domain/addressing.js';
@@ -19,6 +19,7 @@ export const DRIFT_KINDS = [
   'label-mismatch',
   'stale-lease',
   'qos-drift',
+  'missing-hairpin',
   'gateway-unreadable',
 ] as const;
 export type DriftKind = (typeof DRIFT_KINDS)[number];
@@ -34,7 +35,10 @@ export const MEANING: Record<DriftKind, string> = {
   'status-mismatch': "an EIP's status disagrees with its allocation (status.ip, ready)",
   'label-mismatch': "an EIP's eip_v4_ip label disagrees with its status.ip",
   'stale-lease': 'a per-EIP lease is still stored past its expiry (its holder never gave it back)',
-  'qos-drift': "an address's tc police filters differ from its EIP's QoS policy",
+  'qos-drift':
+    "an address's tc QoS (police filters, or HTB classes on kube-ovn 1.16+) differs from its EIP's QoS policy",
+  'missing-hairpin':
+    "kube-ovn 1.16+: a Ready EIP's address is on its gateway, but the gateway's HAIRPIN_SNAT chain has no rule for it",
   'gateway-unreadable': 'a gateway could not be inspected, so its drift is unknown',
 };
 
@@ -333,7 +337,7 @@ function gatewayDrift(j: Judged, eip: IptablesEip, ip: string, mine: AuditAlloca
   const state = j.stateOf.get(gw);
   if (!state) return []; // the gateway has no pod: nothing is configured anywhere; the core reports it
   if (state.addresses.some((a) => a.family === 4 && a.address === ip))
-    return qosDrift(eip, ip, gw, state.filters, j.s.qos);
+    return [...hairpinDrift(eip, ip, gw, state), ...qosDrift(eip, ip, gw, state.filters, j.s.qos)];
   return [
     {
       kind: 'missing-address',
@@ -343,6 +347,22 @@ function gatewayDrift(j: Judged, eip: IptablesEip, ip: string, mine: AuditAlloca
       gateway: gw,
       address: ip,
       subnet: mine.subnet,
+      repair: 'redo',
+    },
+  ];
+}
+
+/** 1.16+ (the nat table was read): a configured address without its hairpin SNAT rule; eip-add adds it again. */
+function hairpinDrift(eip: IptablesEip, ip: string, gw: string, state: GatewayState): Drift[] {
+  if (!state.hairpin || state.hairpin.some((h) => h.address === ip && h.toSource === ip)) return [];
+  return [
+    {
+      kind: 'missing-hairpin',
+      message: `EIP ${eip.metadata.name}: ${ip} is on gateway ${gw}, but its nat chain HAIRPIN_SNAT has no rule for it (traffic from the VPC to ${ip} comes back asymmetric)`,
+      eip: eip.metadata.name,
+      uid: eip.metadata.uid,
+      gateway: gw,
+      address: ip,
       repair: 'redo',
     },
   ];

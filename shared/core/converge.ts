@@ -6,6 +6,7 @@
  * ./gateway.ts, the QoS step is `applyQos` (./qos.ts), and what is written is computed in ./view.ts (pure).
  */
 import { IPAM_HOME_ANNOTATION, prefixLength, staticAddressProblem } from '../domain/addressing.js';
+import { eipAdd } from '../domain/dialect/index.js';
 import {
   AddressOutOfRangeError,
   ConflictError,
@@ -13,9 +14,10 @@ import {
   type PermanentError,
   UnsupportedChangeError,
 } from '../domain/errors.js';
-import { externalNetworkOf, type IptablesEip, Label } from '../domain/kube-ovn.js';
+import { gatewayApp } from '../domain/gateway-pod.js';
+import { externalNetworkOf, type IptablesEip, Label, type VpcNatGateway } from '../domain/kube-ovn.js';
 import { validateSpec } from '../domain/validation.js';
-import type { Allocation, ClaimOptions, Deps, GatewayPod, Owner, Placement, Pool } from '../ports.js';
+import type { Allocation, ClaimOptions, GatewayPod, Owner, Placement, Pool } from '../ports.js';
 import { finalize } from './delete.js';
 import {
   podWhereConfigured,
@@ -72,7 +74,7 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   // Everything that can refuse is checked before anything is held: the feature, the subnet, the gateway and its
   // attachment to the subnet, the QoS policy (missing, invalid or bound elsewhere: the EIP waits for it).
-  const need = await whatTheAddNeeds(deps, eip0);
+  const need = await whatTheAddNeeds(run, eip0);
 
   // 1. The finalizer before anything is allocated. Without it, no earlier attempt got as far as claiming (every
   //    claim comes after it, under the lease): this is a first attempt, and the allocator need not look for an
@@ -98,7 +100,9 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   // 3. The address on the gateway; its placement was recorded with the claim (a retry's older allocation may
   //    still need it moved here).
   const pod = await runningGatewayPod(deps, need.gateway, need.pods);
-  await run.gw(pod, 'eip-add', [`${v4.address}/${placement.prefix},${need.v4.gateway}`]);
+  const d = await run.dialect(pod, need.vpcNatGateway);
+  const on = { address: v4.address, prefix: placement.prefix, gateway: need.v4.gateway };
+  await run.gw(pod, eipAdd(d, on), d);
   await recordPlacement(run, v4, placement);
 
   // 4. QoS: a problem from here on leaves the address configured and is reported in its own condition.
@@ -129,6 +133,8 @@ interface AddNeeds {
   requested?: string;
   /** The gateway pods, listed once: their own addresses are avoided, and the exec needs the pod. */
   pods: readonly GatewayPod[];
+  /** The gateway as read: its annotations may name its kube-ovn release. */
+  vpcNatGateway: VpcNatGateway;
   qos?: LoadedQos;
 }
 
@@ -136,21 +142,32 @@ interface AddNeeds {
  * The checks before anything is held, each a refusal: the feature, the subnet, the gateway and its attachment, a
  * requested address, the QoS policy. @throws PermanentError (or a retryable one, such as a policy not ready yet)
  */
-async function whatTheAddNeeds(deps: Deps, eip: IptablesEip): Promise<AddNeeds> {
+async function whatTheAddNeeds(run: Run, eip: IptablesEip): Promise<AddNeeds> {
+  const { deps } = run;
   await requireFeature(deps);
   const network = externalNetworkOf(eip);
   const target = await v4PoolOf(deps, network);
   const gateway = eip.spec.natGwDp!;
-  await requireAttachedGateway(deps, gateway, network);
+  const vpcNatGateway = await requireAttachedGateway(deps, gateway, network);
   const requested = eip.spec.v4ip;
   const unusable = requested ? staticAddressProblem(target.v4, requested) : undefined;
   if (unusable) throw new AddressOutOfRangeError(`spec.v4ip: ${unusable}`);
   // The gateway pods' own addresses: never an EIP's (ADR 0042). The add needs the pod list for the exec anyway.
   const pods = await deps.cluster.listGatewayPods();
   if (requested) refuseGatewayPodAddress(pods, target.v4, requested);
+  // A release the product cannot speak is refused before anything is held, when the pod is there to tell.
+  const listed = pods.find((p) => p.app === gatewayApp(gateway) && p.phase === 'Running');
+  if (listed) await run.dialect(listed, vpcNatGateway);
   const qos = eip.spec.qosPolicy ? await loadQos(deps, eip.spec.qosPolicy) : undefined;
   if (qos) await assertBindable(deps, eip, qos);
-  return { gateway, ...target, ...(requested && { requested }), pods, ...(qos && { qos }) };
+  return {
+    gateway,
+    vpcNatGateway,
+    ...target,
+    ...(requested && { requested }),
+    pods,
+    ...(qos && { qos }),
+  };
 }
 
 /**
@@ -216,7 +233,10 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
   const token = redoToken(pod);
   const redo =
     eip0.status?.redo !== token || eip0.status?.ready !== true || inv.event.reason === 'gateway-restarted';
-  if (redo) await run.gw(pod, 'eip-add', [`${ip}/${placement.prefix},${pool.gateway}`]);
+  if (redo) {
+    const d = await run.dialect(pod);
+    await run.gw(pod, eipAdd(d, { address: ip, prefix: placement.prefix, gateway: pool.gateway }), d);
+  }
   await recordPlacement(run, alloc, placement);
 
   // Then QoS, then metadata (finalizer, labels as configured), then status.

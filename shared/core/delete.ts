@@ -5,14 +5,15 @@
  * safety net for an object that is already gone.
  */
 import { poolsOf, prefixLength } from '../domain/addressing.js';
+import { type Dialect, eipAdd, eipDel } from '../domain/dialect/index.js';
 import { InvalidEventError } from '../domain/errors.js';
-import { type IptablesEip, Label } from '../domain/kube-ovn.js';
+import { type IptablesEip, Label, type QoSDirection } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, GatewayPod, NatRuleRef } from '../ports.js';
 import { runningGatewayPod, v4PoolOf } from './gateway.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { Run, validName } from './prelude.js';
-import { addQos, loadQos, removeQos } from './qos.js';
+import { addQos, loadQos, policyDirections, removeQos } from './qos.js';
 import {
   ConditionType,
   hasOurFinalizer,
@@ -132,9 +133,10 @@ async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]):
   const token = redoToken(pod);
   if (eip.status?.redo === token && inv.event.reason !== 'gateway-restarted') return undefined;
   const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
-  await run.gw(pod, 'eip-add', [`${ip}/${alloc.placement.prefix},${pool.gateway}`]);
+  const d = await run.dialect(pod);
+  await run.gw(pod, eipAdd(d, { address: ip, prefix: alloc.placement.prefix, gateway: pool.gateway }), d);
   const policy = validName(eip.status?.qosPolicy);
-  if (policy) await addQos(inv, deps, pod, ip, await loadQos(deps, policy));
+  if (policy) await addQos(inv, deps, pod, d, ip, await loadQos(deps, policy));
   return token;
 }
 
@@ -167,7 +169,8 @@ async function cleanUpGateway(
       continue;
     }
     const pod = await runningGatewayPod(deps, gw);
-    for (const a of addresses) await takeOffGateway(run, pod, a, policies);
+    const d = await run.dialect(pod);
+    for (const a of addresses) await takeOffGateway(run, pod, d, a, policies);
   }
 }
 
@@ -190,10 +193,14 @@ function byPlacedGateway(
   return byGateway;
 }
 
-/** eip-del for one address (its prefix from the placement, else from its subnet), then its QoS filters. */
+/**
+ * eip-del for one address (its prefix from the placement, else from its subnet), then its QoS in the directions its
+ * policies use.
+ */
 async function takeOffGateway(
   run: Run,
   pod: GatewayPod,
+  d: Dialect,
   a: Allocation,
   policies: readonly string[],
 ): Promise<void> {
@@ -201,8 +208,11 @@ async function takeOffGateway(
   const prefix = a.placement?.prefix ?? (await subnetPrefix(deps, a.subnet));
   if (prefix === undefined)
     inv.log.warn('external subnet is gone; cannot build eip-del argument', { address: a.address });
-  else await run.gw(pod, 'eip-del', [`${a.address}/${prefix}`]);
-  for (const p of policies) await removeQos(inv, deps, pod, a.address, p);
+  else await run.gw(pod, eipDel(d, { address: a.address, prefix }), d);
+  if (policies.length === 0) return;
+  const directions = new Set<QoSDirection>();
+  for (const p of policies) for (const x of await policyDirections(deps, p)) directions.add(x);
+  await removeQos(inv, deps, pod, d, a.address, [...directions]);
 }
 
 /** The IPv4 prefix length of a subnet; undefined when it is gone or has no IPv4. */

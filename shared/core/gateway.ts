@@ -5,6 +5,12 @@
  */
 import { poolsOf } from '../domain/addressing.js';
 import {
+  classifyFailure,
+  type Dialect,
+  type FailureClass,
+  RELEASE_ANNOTATION,
+} from '../domain/dialect/index.js';
+import {
   DependencyMissingError,
   GatewayCommandError,
   GatewayNotReadyError,
@@ -13,8 +19,9 @@ import {
   NatGwDisabledError,
 } from '../domain/errors.js';
 import { gatewayApp } from '../domain/gateway-pod.js';
-import { DEFAULT_EXTERNAL_SUBNET } from '../domain/kube-ovn.js';
-import type { Deps, GatewayPod, NatGwOp, Pool } from '../ports.js';
+import { DEFAULT_EXTERNAL_SUBNET, type VpcNatGateway } from '../domain/kube-ovn.js';
+import type { NatGwCall } from '../domain/nat-gateway.js';
+import type { Deps, GatewayPod, Pool } from '../ports.js';
 import { checkDeadline, type Invocation } from './invocation.js';
 
 /** @throws NatGwDisabledError when the VPC NAT gateway feature is off (kube-ovn removes the gateway pods then) */
@@ -38,8 +45,15 @@ export async function v4PoolOf(deps: Deps, name: string): Promise<{ v4: Pool; v6
   return { v4, ...(v6 && { v6 }) };
 }
 
-/** @throws DependencyMissingError when the gateway is missing, InvalidSpecError when not attached to `network` */
-export async function requireAttachedGateway(deps: Deps, name: string, network: string): Promise<void> {
+/**
+ * The gateway, attached to `network`.
+ * @throws DependencyMissingError when the gateway is missing, InvalidSpecError when not attached to `network`
+ */
+export async function requireAttachedGateway(
+  deps: Deps,
+  name: string,
+  network: string,
+): Promise<VpcNatGateway> {
   const gateway = await deps.cluster.getVpcNatGateway(name);
   if (!gateway)
     throw new DependencyMissingError(`vpc nat gateway ${name} not found (spec.natGwDp)`, {
@@ -54,6 +68,7 @@ export async function requireAttachedGateway(deps: Deps, name: string, network: 
     throw new InvalidSpecError(
       `vpc nat gateway ${name} is not attached to subnet ${network} (its external subnets: ${attached.join(', ')})`,
     );
+  return gateway;
 }
 /**
  * The gateway's pod, from `pods` (a listing the caller already has) or from the API.
@@ -95,20 +110,20 @@ export async function podWhereConfigured(deps: Deps, gateway: string, ip: string
   }
 }
 /**
- * What the gateway's tools print when they refuse a value (iproute2's `Illegal "rate"`, `Error: argument … is
- * wrong`, `What is "…"?`, `… MUST be specified`, `invalid …`). A failure without such a message (a missing device
- * after a restart, a broken stream, a timeout) may pass on its own and stays retryable.
+ * Runs one call the dialect built. A failure the gateway will give every time (classifyFailure, on the script's
+ * real messages: docs/adr/0077-gateway-refusals-from-recorded-messages.md) is a GatewayRefusedError naming the
+ * command and what the gateway said; anything else (a missing device after a restart, a broken stream, a timeout,
+ * a message nobody has judged) stays retryable.
  */
-const REFUSAL = /\b(Illegal "|Error: argument|What is "|MUST be specified|requires "|invalid )/;
-
 export async function runGateway(
   inv: Invocation,
   deps: Deps,
   pod: GatewayPod,
-  op: NatGwOp,
-  args: readonly string[],
+  call: NatGwCall,
+  dialect?: Dialect,
 ): Promise<void> {
   checkDeadline(inv);
+  const { op, args } = call;
   const started = deps.clock.now();
   try {
     const { stderr } = await deps.gateway.run(pod, op, args, inv.signal);
@@ -118,16 +133,36 @@ export async function runGateway(
     deps.metrics.count('ExecFailures', 1, { op });
     if (!(e instanceof GatewayCommandError)) throw e;
     inv.log.warn('gateway op failed', { op, args, pod: pod.name, exitCode: e.exitCode, stderr: e.stderr });
-    const said = `${e.stderr}\n${e.stdout}`;
-    if (e.exitCode !== undefined && REFUSAL.test(said))
-      throw new GatewayRefusedError(
-        `gateway ${pod.name} refused ${op} ${args.join(' ')}: ${said.trim().split('\n').slice(0, 3).join('; ')}`,
-        e.exitCode,
-        e.stderr,
-        { cause: e },
-      );
+    const failure = classifyFailure(e, dialect);
+    if (failure.permanent) throw refusal(pod, call, e, failure, dialect);
     throw e;
   } finally {
     deps.metrics.timing('ExecDuration', deps.clock.now() - started, { op });
   }
+}
+
+function refusal(
+  pod: GatewayPod,
+  call: NatGwCall,
+  e: GatewayCommandError,
+  failure: Extract<FailureClass, { permanent: true }>,
+  dialect: Dialect | undefined,
+): GatewayRefusedError {
+  const said = `${e.stderr}\n${e.stdout}`.trim().split('\n');
+  // The deciding line first, then the script's own first lines (its echo of the op, failed commands).
+  const lines = [failure.evidence, ...said.filter((l) => l.trim() && l !== failure.evidence)].slice(0, 4);
+  const hint = failure.dialectMismatch
+    ? `; this is what a gateway of another kube-ovn release says to the ${dialect ? `kube-ovn ${dialect.line}` : 'sent'} form: check annotation ${RELEASE_ANNOTATION} on the VpcNatGateway, KUBE_OVN_RELEASE and the pod's image (docs/compatibility.md)`
+    : '';
+  return new GatewayRefusedError(
+    `gateway ${pod.namespace}/${pod.name} refused nat-gateway.sh ${call.op} ${call.args.join(' ')} (${failure.reason}, exit ${e.exitCode}): ${lines.join('; ')}${hint}`,
+    e.exitCode,
+    e.stderr,
+    {
+      cause: e,
+      reason: failure.reason,
+      mayClear: failure.mayClear || failure.dialectMismatch === true,
+      dialectMismatch: failure.dialectMismatch === true,
+    },
+  );
 }

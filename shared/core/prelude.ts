@@ -3,10 +3,15 @@
  * converge) and the `Run` that records what one invocation changed. Below it, the two small reads the operations
  * share: status.nat, and a name taken from labels or an event snapshot (docs/adr/0014-event-path-top-down.md).
  */
-import { DeadlineError, RetryableError } from '../domain/errors.js';
-import type { IptablesEip } from '../domain/kube-ovn.js';
+
+import type { Dialect } from '../domain/dialect/index.js';
+import { DeadlineError, GatewayNotReadyError, RetryableError } from '../domain/errors.js';
+import { gatewayOfApp } from '../domain/gateway-pod.js';
+import type { IptablesEip, VpcNatGateway } from '../domain/kube-ovn.js';
+import type { NatGwCall } from '../domain/nat-gateway.js';
 import { nameProblem } from '../domain/validation.js';
-import type { Deps, GatewayPod, NatGwOp } from '../ports.js';
+import type { Deps, GatewayPod } from '../ports.js';
+import { chooseGatewayDialect } from './dialect.js';
 import { runGateway } from './gateway.js';
 import { type Invocation, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
@@ -15,6 +20,7 @@ import { ConditionType, natOf, setCondition, statusChanges } from './view.js';
 /** Tracks what one invocation changed, for the outcome and the logs. */
 export class Run {
   readonly actions: string[] = [];
+  private readonly dialects = new Map<string, Dialect>();
   constructor(
     readonly inv: Invocation,
     readonly deps: Deps,
@@ -27,9 +33,28 @@ export class Run {
       ? { status: 'applied', eip, actions: this.actions, ...(ip && { ip }) }
       : { status: 'unchanged', eip };
   }
-  async gw(pod: GatewayPod, op: NatGwOp, args: string[]): Promise<void> {
-    await runGateway(this.inv, this.deps, pod, op, args);
-    this.did(`${op} ${args.join(' ')}`);
+  /** Runs one call built by `dialect` (shared/domain/dialect/calls.ts) and records it. */
+  async gw(pod: GatewayPod, call: NatGwCall, dialect: Dialect): Promise<void> {
+    await runGateway(this.inv, this.deps, pod, call, dialect);
+    this.did(`${call.op} ${call.args.join(' ')}`);
+  }
+  /**
+   * The dialect a gateway pod is spoken to in (./dialect.ts), chosen once per pod in this invocation.
+   * `gateway`: its VpcNatGateway when the caller has read it.
+   */
+  async dialect(pod: GatewayPod, gateway?: VpcNatGateway | null): Promise<Dialect> {
+    const known = this.dialects.get(pod.uid);
+    if (known) return known;
+    const gw = gateway?.metadata.name ?? gatewayOfApp(pod.app);
+    if (!gw) throw new GatewayNotReadyError(`pod ${pod.namespace}/${pod.name} has no gateway app label`);
+    const choice = await chooseGatewayDialect(this.deps, gw, pod, 'send', {
+      ...(gateway !== undefined && { gateway }),
+      signal: this.inv.signal,
+    });
+    if (choice.by !== 'image' && choice.by !== 'override')
+      this.inv.log.debug('gateway dialect', { pod: pod.name, line: choice.dialect.line, by: choice.by });
+    this.dialects.set(pod.uid, choice.dialect);
+    return choice.dialect;
   }
   now(): string {
     return new Date(this.deps.clock.now()).toISOString();

@@ -4,6 +4,7 @@
  * of a silent no-op, and the unshared check looks at every other EIP (docs/kube-ovn-differences.md). `applyQos`
  * at the end is the QoS step of add and update: it moves an address's filters from one policy to another.
  */
+import { DIRECTIONS, type Dialect, qosApply, qosChange, qosRemove } from '../domain/dialect/index.js';
 import {
   DependencyMissingError,
   DependencyNotReadyError,
@@ -18,6 +19,7 @@ import {
   type QoSPolicy,
   type QoSPolicyBandwidthLimitRule,
 } from '../domain/kube-ovn.js';
+import type { NatGwCall } from '../domain/nat-gateway.js';
 import { assertQosValue } from '../domain/validation.js';
 import type { Deps, EipObjectChange, GatewayPod } from '../ports.js';
 import { runGateway } from './gateway.js';
@@ -116,44 +118,44 @@ export async function assertBindable(deps: Deps, eip: IptablesEip, qos: LoadedQo
     );
 }
 
-/** Installs the policy's rules for `ip`, in name order (the script replaces an IP's filter per direction). */
+/**
+ * Installs the policy's rules for `ip` where none were (a new address, or after the gateway may have lost them): of
+ * each direction the last rule in name order, which is what the script would keep (shared/domain/dialect/calls.ts).
+ */
 export async function addQos(
   inv: Invocation,
   deps: Deps,
   pod: GatewayPod,
+  d: Dialect,
   ip: string,
   qos: LoadedQos,
 ): Promise<void> {
-  for (const r of qos.rules) {
-    await runGateway(inv, deps, pod, `eip-${r.direction}-qos-add`, [
-      `${ip},${r.priority},${r.rateMax},${r.burstMax}`,
-    ]);
-  }
+  for (const call of qosApply(d, ip, qos.rules)) await runGateway(inv, deps, pod, call, d);
 }
 
-/**
- * Removes the tc filters for `ip` in the directions the policy uses; both directions when the policy is gone,
- * unknown, or its rules changed since they were applied (so nothing is left behind for an address that may be
- * reused).
- */
+/** Removes `ip`'s QoS in `directions` (both by default). */
 export async function removeQos(
   inv: Invocation,
   deps: Deps,
   pod: GatewayPod,
+  d: Dialect,
   ip: string,
-  policyName: string,
-  options: { allDirections?: boolean } = {},
+  directions?: readonly QoSDirection[],
 ): Promise<void> {
-  const policy = options.allDirections ? undefined : await deps.cluster.getQosPolicy(policyName);
+  for (const call of qosRemove(d, ip, directions)) await runGateway(inv, deps, pod, call, d);
+}
+
+/**
+ * The directions policy `name` uses; both when it is gone or has no rules (so nothing is left behind for an address
+ * that may be reused).
+ */
+export async function policyDirections(deps: Deps, name: string): Promise<QoSDirection[]> {
+  const policy = await deps.cluster.getQosPolicy(name);
   const rules = policy?.status?.bandwidthLimitRules ?? policy?.spec.bandwidthLimitRules;
-  const directions = new Set<QoSDirection>(
-    rules && rules.length > 0
-      ? rules.map((r) => r.direction).filter((d): d is QoSDirection => d === 'ingress' || d === 'egress')
-      : ['ingress', 'egress'],
-  );
-  for (const d of ['ingress', 'egress'] as const) {
-    if (directions.has(d)) await runGateway(inv, deps, pod, `eip-${d}-qos-del`, [ip]);
-  }
+  const used = (rules ?? [])
+    .map((r) => r.direction)
+    .filter((x): x is QoSDirection => x === 'ingress' || x === 'egress');
+  return used.length > 0 ? DIRECTIONS.filter((x) => used.includes(x)) : [...DIRECTIONS];
 }
 
 // ------------------------------------------------------------------------------------------- the QoS step
@@ -217,15 +219,38 @@ async function moveQos(
   const adding = s.want !== '' && (s.redo || s.want !== s.have || edited);
   const qos = adding ? (loaded ?? (await loadQos(deps, s.want))) : undefined;
   if (qos && s.want !== s.have && !qos.shared) result.eip = await claimPolicy(run, result.eip, qos);
-  if (s.have && (s.have !== s.want || edited)) {
-    await removeQos(inv, deps, pod, ip, s.have, { allDirections: edited });
-    result.applied = '';
-  }
-  if (!qos) return;
+  const moving = s.have !== '' && (s.have !== s.want || edited);
+  if (!moving && !qos) return;
+  const d = await run.dialect(pod);
+  const before = moving ? await oldDirections(deps, s.have, edited) : undefined;
   result.applied = '';
-  await addQos(inv, deps, pod, ip, qos);
+  for (const call of qosCalls(d, ip, before, qos)) await runGateway(inv, deps, pod, call, d);
+  if (!qos) return;
   result.applied = qos.name;
   if (qos.rules.length) run.did(`qos ${qos.name}`);
+}
+
+/** The old rules' directions; unknown when the policy was edited in place (its old rules are gone). */
+async function oldDirections(
+  deps: Deps,
+  have: string,
+  edited: boolean,
+): Promise<readonly QoSDirection[] | 'unknown'> {
+  return edited ? 'unknown' : policyDirections(deps, have);
+}
+
+/**
+ * What moves `ip` from the old rules (their directions, 'unknown', or undefined: none) to `qos` (undefined: none), in
+ * the gateway's dialect: a change as that release needs it sent (shared/domain/dialect/calls.ts).
+ */
+function qosCalls(
+  d: Dialect,
+  ip: string,
+  before: readonly QoSDirection[] | 'unknown' | undefined,
+  qos: LoadedQos | undefined,
+): NatGwCall[] {
+  if (!qos) return before === undefined ? [] : qosRemove(d, ip, before === 'unknown' ? undefined : before);
+  return before === undefined ? qosApply(d, ip, qos.rules) : qosChange(d, ip, before, qos.rules);
 }
 
 /**

@@ -101,19 +101,41 @@ export class NatGwDisabledError extends PermanentError {
   override readonly mayClear = true;
 }
 
+/** How a gateway refused (shared/domain/dialect/failures.ts classifies the script's messages). */
+interface RefusalFacts {
+  /** Which refusal: `malformed-argument`, `unknown-operation`, `kernel-lacks-feature`, `address-in-use`, … */
+  reason?: string;
+  /**
+   * True when it may clear without the EIP changing: the node's kernel (another node), the other host holding the
+   * address going away, or a release setting corrected after a dialect mismatch. Such a refusal has the code
+   * `GatewayBlocked` and is retried with a backoff (shared/domain/retry.ts); any other is `GatewayRefused`.
+   */
+  mayClear?: boolean;
+  /** The refusal is what a gateway of another kube-ovn release says to this call: the release is set wrong. */
+  dialectMismatch?: boolean;
+}
+
 /**
  * nat-gateway.sh ran and refused a value (its tool printed why and exited non-zero): running it again with the
- * same value cannot succeed.
+ * same call cannot succeed (docs/adr/0077-gateway-refusals-from-recorded-messages.md).
  */
 export class GatewayRefusedError extends PermanentError {
-  readonly code = 'GatewayRefused';
+  readonly code: 'GatewayRefused' | 'GatewayBlocked';
+  override readonly mayClear: boolean;
+  readonly reason: string | undefined;
+  readonly dialectMismatch: boolean;
   constructor(
     message: string,
     readonly exitCode: number | undefined,
     readonly stderr: string,
-    options?: ErrorOptions,
+    options: ErrorOptions & RefusalFacts = {},
   ) {
-    super(message, options);
+    const { reason, mayClear, dialectMismatch, ...errorOptions } = options;
+    super(message, errorOptions);
+    this.mayClear = mayClear === true;
+    this.code = this.mayClear ? 'GatewayBlocked' : 'GatewayRefused';
+    this.reason = reason;
+    this.dialectMismatch = dialectMismatch === true;
   }
 }
 
@@ -135,6 +157,16 @@ export class UnsupportedGatewayReleaseError extends PermanentError {
   ) {
     super(message, options);
   }
+}
+
+/**
+ * A gateway run as several replicas (kube-ovn master: its pods are owned by a ReplicaSet). Every EIP operation would
+ * have to run in every replica; until the product does that, such a gateway is refused. Clears when the gateway runs
+ * as one pod again (docs/compatibility.md).
+ */
+export class ReplicatedGatewayError extends PermanentError {
+  readonly code = 'ReplicatedGateway';
+  override readonly mayClear = true;
 }
 
 // ---- retryable ----

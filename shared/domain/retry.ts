@@ -2,7 +2,9 @@
  * When a rejected EIP is tried again. A rejection whose blocker may clear by itself — an address held by another
  * EIP, a full subnet, a missing subnet, gateway or QoS policy, an unshared policy bound elsewhere, the NAT gateway
  * feature switched off — is retried with a backoff that doubles from one second and is capped at 20 seconds (as
- * kube-ovn's work queue does for a failed key). The delay is derived from how long the EIP has been blocked (the
+ * kube-ovn's work queue does for a failed key); so is a gateway refusal that may clear (the node's kernel, another
+ * host holding the address, a release set wrong), a gateway whose kube-ovn release cannot be told, and a replicated
+ * gateway. The delay is derived from how long the EIP has been blocked (the
  * lastTransitionTime of its condition), so no attempt counter has to be stored anywhere: waiting as long again as
  * it has already waited doubles the delay at every attempt. See docs/adr/0016-blocked-eips-retry.md.
  */
@@ -25,6 +27,9 @@ export const BLOCKED_CODES: readonly string[] = [
   'QoSPolicyInUse',
   'DependencyMissing',
   'NatGwDisabled',
+  'GatewayBlocked',
+  'UnsupportedGatewayRelease',
+  'ReplicatedGateway',
 ];
 
 interface ConditionLike {

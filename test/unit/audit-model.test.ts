@@ -303,4 +303,21 @@ describe('drift model', () => {
       expect.objectContaining({ kind: 'qos-drift', gateway: 'gw1', address: '172.18.0.77' }),
     ]);
   });
+
+  it('hairpin SNAT (1.16+): a Ready address without its rule is drift, repaired by a redo; older releases read none', () => {
+    const hairpin = (address: string) => ({ address, toSource: address, outInterface: 'eth0' });
+    const complete = world();
+    complete.gateways[0]!.hairpin = [hairpin('172.18.0.11'), hairpin('172.18.0.12')];
+    expect(findDrift(complete)).toEqual([]);
+    const missing = world();
+    missing.gateways[0]!.hairpin = [
+      hairpin('172.18.0.12'),
+      { ...hairpin('172.18.0.11'), toSource: '172.18.0.99' },
+    ];
+    expect(findDrift(missing)).toEqual([
+      expect.objectContaining({ kind: 'missing-hairpin', eip: 'a', address: '172.18.0.11', repair: 'redo' }),
+    ]);
+    // Not read (1.12-1.15, or the nat table unreadable): nothing is judged.
+    expect(findDrift(world())).toEqual([]);
+  });
 });

@@ -5,6 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { MemoryCluster } from '../../local/memory/cluster.js';
 import { MemoryGateway } from '../../local/memory/gateway.js';
 import { memoryInspector } from '../../local/memory/inspect.js';
 import {
@@ -24,7 +25,11 @@ const pod: GatewayPod = {
   phase: 'Running',
   creationTimestamp: '2026-11-29T10:00:00Z',
   app: 'vpc-nat-gw-gw1',
+  // What kube-ovn 1.12's template puts on the pod, the release the simulator speaks.
+  template: { image: 'kubeovn/vpc-nat-gateway:v1.12.4', env: {}, initRunsScript: true, routes: {} },
 };
+
+const inspectDeps = (gw: MemoryGateway) => ({ inspector: memoryInspector(gw), cluster: new MemoryCluster() });
 
 describe('inspection of the simulated gateway', () => {
   it('reads addresses and both directions of QoS filters from the simulator', async () => {
@@ -34,7 +39,7 @@ describe('inspection of the simulated gateway', () => {
     await gw.run(pod, 'eip-ingress-qos-add', ['172.18.0.11,1,10,1']);
     await gw.run(pod, 'eip-egress-qos-add', ['172.18.0.11,1,10.5,2']);
     await gw.run(pod, 'eip-ingress-qos-add', ['172.18.0.12,2,100,1']);
-    const state = await inspectGateway(memoryInspector(gw), 'gw1', pod, () => 42);
+    const state = await inspectGateway(inspectDeps(gw), 'gw1', pod, () => 42);
     expect(state.addresses.map((a) => `${a.address}/${a.prefix}`)).toEqual([
       '172.18.0.254/24',
       '172.18.0.11/24',
@@ -83,7 +88,7 @@ describe('inspection of the simulated gateway', () => {
 
   it('an empty gateway (no qdiscs yet) has no filters, only the pod address', async () => {
     const gw = new MemoryGateway({ net1: '172.18.0.254/24' });
-    const state = await inspectGateway(memoryInspector(gw), 'gw1', pod, () => 0);
+    const state = await inspectGateway(inspectDeps(gw), 'gw1', pod, () => 0);
     expect(state.addresses.map((a) => a.address)).toEqual(['172.18.0.254']);
     expect(state.filters).toEqual([]);
   });

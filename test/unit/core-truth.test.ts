@@ -18,7 +18,9 @@ import {
   type PermanentError,
   QoSPolicyError,
   QoSPolicyInUseError,
+  ReplicatedGatewayError,
   UnsupportedChangeError,
+  UnsupportedGatewayReleaseError,
 } from '../../shared/domain/errors.js';
 import { Label } from '../../shared/domain/kube-ovn.js';
 import { BLOCKED_CODES, BLOCKED_RETRY_MAX_MS, blockedRetryAfter } from '../../shared/domain/retry.js';
@@ -358,6 +360,9 @@ describe('the retry contract for deliverers', () => {
       new DependencyMissingError('x', { kind: 'Subnet', name: 's' }),
       new NatGwDisabledError('x'),
       new GatewayRefusedError('x', 1, ''),
+      new GatewayRefusedError('x', 1, '', { reason: 'kernel-lacks-feature', mayClear: true }),
+      new UnsupportedGatewayReleaseError('x', []),
+      new ReplicatedGatewayError('x'),
     ];
     expect(
       all

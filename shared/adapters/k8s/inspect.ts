@@ -1,9 +1,10 @@
 /**
- * The audit's GatewayInspector (shared/audit/inspect.ts) on pods/exec: runs one of the constant, read-only
- * inspection commands in the pod's vpc-nat-gw container, through the same exec path as nat-gateway.sh
- * (gateway.ts). Nothing but `INSPECTION_ARGV` can be sent through it.
+ * The GatewayInspector (shared/ports.ts) on pods/exec: runs one read-only command in the pod's vpc-nat-gw container,
+ * through the same exec path as nat-gateway.sh (gateway.ts). Only the commands of the gateway dialects
+ * (`isDialectInspectionArgv`, shared/domain/dialect/inspect.ts) can be sent through it.
  */
-import { type GatewayInspector, INSPECTION_ARGV } from '../../audit/inspect.js';
+import { isDialectInspectionArgv } from '../../domain/dialect/inspect.js';
+import type { GatewayInspector } from '../../ports.js';
 import { DEFAULT_EXEC_TIMEOUT_MS, runArgv } from './gateway.js';
 import { KubeRest, type KubeSource } from './rest.js';
 
@@ -14,9 +15,9 @@ export function createK8sInspector(options: {
   const exec = new KubeRest(options.kubeConfig);
   const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   return {
-    read(pod, command, signal) {
-      const argv = INSPECTION_ARGV[command];
-      if (!argv) return Promise.reject(new Error(`unknown inspection command ${JSON.stringify(command)}`));
+    read(pod, argv, signal) {
+      if (!isDialectInspectionArgv(argv))
+        return Promise.reject(new Error(`not an inspection command: ${JSON.stringify(argv.slice(0, 8))}`));
       return runArgv(exec, timeoutMs, pod, [...argv], argv.join(' '), signal);
     },
   };
