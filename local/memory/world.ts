@@ -18,7 +18,7 @@ import {
 import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
 import { TallyMetrics } from '../../shared/observability/metrics.js';
 import type { Clock, Deps } from '../../shared/ports.js';
-import { gatewayImage } from '../natgw/releases.js';
+import { atLeast, gatewayImage, type KubeOvnRelease } from '../natgw/releases.js';
 import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
 import { memoryInspector } from './inspect.js';
@@ -27,15 +27,23 @@ import { MemoryLeases } from './leases.js';
 import { memoryLogger } from './logger.js';
 
 /**
- * The pod template facts of the release the simulated gateway speaks (kube-ovn 1.12, local/natgw/README.md), as
- * the lab's gateway stand-in writes them on its pods (local/controllers/gateway.ts).
+ * The pod template facts of the release the simulated gateway speaks (local/natgw/README.md), as the lab's gateway
+ * stand-in writes them on its pods (local/controllers/gateway-pod.ts): 1.12's init container; from 1.13 the routes
+ * annotations; from 1.15 GATEWAY_V4 in the container's env.
  */
-const SIMULATED_TEMPLATE: GatewayPodTemplate = {
-  image: gatewayImage('1.12'),
-  env: {},
-  initRunsScript: true,
-  routes: {},
-};
+export function simulatedTemplate(release: KubeOvnRelease): GatewayPodTemplate {
+  return {
+    image: gatewayImage(release),
+    env: atLeast(release, '1.15') ? { GATEWAY_V4: '172.18.0.1', GATEWAY_V6: '' } : {},
+    initRunsScript: release === '1.12',
+    routes: atLeast(release, '1.13')
+      ? {
+          'ovn.kubernetes.io/routes': ['10.96.0.0/12'],
+          'ovn-vpc-external-network.kube-system.kubernetes.io/routes': ['0.0.0.0/0'],
+        }
+      : {},
+  };
+}
 
 export const GW = 'gw1';
 export const POD = gatewayPodName(GW);
@@ -61,6 +69,8 @@ export interface WorldOptions {
   excludeIps?: string[];
   /** The clock to run on (tests pass test/support/clock.ts's); a fresh ManualClock otherwise. */
   clock?: ManualClock;
+  /** The kube-ovn release the gateway plays: its pod's template facts and its simulated script (default 1.12). */
+  release?: KubeOvnRelease;
 }
 
 export function world(options: WorldOptions = {}) {
@@ -68,7 +78,10 @@ export function world(options: WorldOptions = {}) {
   const cluster = new MemoryCluster();
   const ipam = new MemoryIpam();
   const leases = new MemoryLeases({ clock });
-  const gateway = new MemoryGateway({ release: '1.12' });
+  const release = options.release ?? '1.12';
+  // A pod's own net1 address, from 1.13 (1.16's init fails without one, as its script does); the 1.12 world keeps
+  // the bare net1 its tests were written for.
+  const gateway = new MemoryGateway({ release, ...(release !== '1.12' && { net1: '172.18.0.254/24' }) });
   const metrics = new TallyMetrics();
   const log = memoryLogger();
   let ids = 0;
@@ -136,7 +149,7 @@ export function world(options: WorldOptions = {}) {
         container: { restartCount: 0, startedAt: at, ready: true },
         labels: { [Label.app]: gatewayApp(GW), [Label.vpcNatGw]: 'true' },
         ...(addresses && { addresses }),
-        template: structuredClone(SIMULATED_TEMPLATE),
+        template: simulatedTemplate(release),
       };
       cluster.putPod(pod);
       return pod;

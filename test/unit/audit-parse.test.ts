@@ -33,7 +33,7 @@ const inspectDeps = (gw: MemoryGateway) => ({ inspector: memoryInspector(gw), cl
 
 describe('inspection of the simulated gateway', () => {
   it('reads addresses and both directions of QoS filters from the simulator', async () => {
-    const gw = new MemoryGateway({ net1: '172.18.0.254/24' });
+    const gw = new MemoryGateway({ release: '1.12', net1: '172.18.0.254/24' });
     await gw.run(pod, 'eip-add', ['172.18.0.11/24,172.18.0.1']);
     await gw.run(pod, 'eip-add', ['172.18.0.12/24,172.18.0.1']);
     await gw.run(pod, 'eip-ingress-qos-add', ['172.18.0.11,1,10,1']);
@@ -87,7 +87,7 @@ describe('inspection of the simulated gateway', () => {
   });
 
   it('an empty gateway (no qdiscs yet) has no filters, only the pod address', async () => {
-    const gw = new MemoryGateway({ net1: '172.18.0.254/24' });
+    const gw = new MemoryGateway({ release: '1.12', net1: '172.18.0.254/24' });
     const state = await inspectGateway(inspectDeps(gw), 'gw1', pod, () => 0);
     expect(state.addresses.map((a) => a.address)).toEqual(['172.18.0.254']);
     expect(state.filters).toEqual([]);

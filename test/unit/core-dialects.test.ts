@@ -5,6 +5,7 @@
  * (test/fixtures/gateway-runs/), injected at the Gateway port of the in-memory world, whose gateway speaks 1.12.
  */
 import { describe, expect, it } from 'vitest';
+import { simulatedTemplate } from '../../local/memory/world.js';
 import { RELEASE_ANNOTATION } from '../../shared/domain/dialect/index.js';
 import { GatewayCommandError } from '../../shared/domain/errors.js';
 import type { GatewayPodTemplate } from '../../shared/domain/gateway-pod.js';
@@ -156,40 +157,61 @@ describe('which dialect a gateway gets', () => {
     );
   });
 
-  it('a custom tag of 1.15+ markers is settled by one read of the gateway, and a refusal of the form it chose points at the release', async () => {
-    const w = world();
-    // 1.15+ markers on a gateway that really speaks 1.12 (the in-memory world's simulator): the nat table (no
-    // HAIRPIN_SNAT) narrows the markers to 1.15, whose eip-add form the 1.12 script refuses.
+  it('a custom tag is settled by one read of the gateway (1.15 and 1.16 send a QoS change differently), kept per pod', async () => {
+    for (const release of ['1.15', '1.16'] as const) {
+      const w = world({ release });
+      withTemplate(w, { ...simulatedTemplate(release), image: 'registry.example/natgw:prod' });
+      w.qos('q', [{ name: 'in', direction: 'ingress', priority: 1, rateMax: '10', burstMax: '1' }]);
+      w.eip('eip-a', { qosPolicy: 'q' });
+      expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied', ip: '172.18.0.2' });
+      const reads = () =>
+        w.gateway
+          .sim(w.pod())
+          .history()
+          .filter((h) => h.argv[0] !== 'bash')
+          .map((h) => h.argv.join(' '));
+      // The script's nat table is the nft one here (no legacy tables), then the env file init wrote.
+      expect(reads()).toEqual([
+        'iptables-legacy-save -t nat',
+        'iptables-save -t nat',
+        'cat /etc/kube-ovn/nat-gateway.env',
+      ]);
+      // A policy edit: delete-then-add on 1.15, a re-add on 1.16 (the add replaces the class in place).
+      w.qos('q', [{ name: 'in', direction: 'ingress', priority: 1, rateMax: '20', burstMax: '1' }]);
+      const from = w.gateway.calls.length;
+      expect(await w.run('update', 'eip-a', 'qos-policy-changed')).toMatchObject({ status: 'applied' });
+      expect(w.gateway.calls.slice(from).map((c) => `${c.op} ${c.args.join(' ')}`)).toEqual(
+        release === '1.15'
+          ? [
+              'eip-ingress-qos-del 172.18.0.2',
+              'eip-egress-qos-del 172.18.0.2',
+              'eip-ingress-qos-add 172.18.0.2,1,20,1',
+            ]
+          : ['eip-egress-qos-del 172.18.0.2', 'eip-ingress-qos-add 172.18.0.2,1,20,1'],
+      );
+      expect(w.tc().map((f) => `${f.direction} ${f.ip} ${f.rate}`)).toEqual(['ingress 172.18.0.2 20Mbit']);
+      // What was read is kept for the pod: the update read nothing again.
+      expect(reads()).toHaveLength(3);
+    }
+  });
+
+  it("a custom tag's 1.15+ markers contradicted by the gateway's own state (no env file after init) are refused, naming both", async () => {
+    const w = world(); // the gateway really speaks 1.12
     withTemplate(w, {
       image: 'registry.example/natgw:prod',
       env: { GATEWAY_V4: '172.18.0.1' },
       routes: { 'ovn.kubernetes.io/routes': ['10.96.0.0/12'] },
     });
     w.eip('eip-a');
-    const outcome = await w.run('add', 'eip-a');
-    expect(outcome).toMatchObject({ status: 'rejected', code: 'GatewayBlocked' });
+    expect(await w.run('add', 'eip-a')).toMatchObject({
+      status: 'rejected',
+      code: 'UnsupportedGatewayRelease',
+    });
     const message = condition(w, 'eip-a', 'Ready')?.message ?? '';
-    expect(message).toContain('refused nat-gateway.sh eip-add 172.18.0.2/24');
-    expect(message).toContain('Error: any valid address is expected rather than "dev".');
-    expect(message).toContain('the kube-ovn 1.15 form');
-    const reads = w.gateway
-      .sim(w.pod())
-      .history()
-      .filter((h) => h.argv[0] !== 'bash')
-      .map((h) => h.argv.join(' '));
-    expect(reads).toEqual([
-      'iptables-legacy-save -t nat',
-      'iptables-save -t nat',
-      'cat /etc/kube-ovn/nat-gateway.env',
-    ]);
-    // The state is kept per pod: the retry reads nothing again.
-    await w.run('add', 'eip-a');
-    expect(
-      w.gateway
-        .sim(w.pod())
-        .history()
-        .filter((h) => h.argv[0] !== 'bash'),
-    ).toHaveLength(3);
+    expect(message).toContain('its markers contradict each other');
+    expect(message).toContain('the container env has GATEWAY_V4 (1.15–master)');
+    expect(message).toContain('no /etc/kube-ovn/nat-gateway.env after init (1.12–1.13)');
+    expect(w.gateway.calls).toEqual([]);
   });
 
   it('a replicated gateway (pods owned by a ReplicaSet, kube-ovn master) is refused until it runs as one pod', async () => {
@@ -200,4 +222,50 @@ describe('which dialect a gateway gets', () => {
     expect(condition(w, 'eip-a', 'Ready')?.message).toContain('owned by a ReplicaSet');
     expect(w.gateway.calls).toEqual([]);
   });
+});
+
+describe('every release line, in the in-memory world', () => {
+  it.each(['1.12', '1.13', '1.14', '1.15', '1.16', 'master'] as const)(
+    'kube-ovn %s: its eip-add form, QoS in its form, the address back after a restart, everything gone after deletion',
+    async (release) => {
+      const w = world({ release });
+      w.qos('q', [
+        { name: 'in', direction: 'ingress', priority: 1, rateMax: '20', burstMax: '2' },
+        { name: 'out', direction: 'egress', priority: 2, rateMax: '10', burstMax: '1' },
+      ]);
+      w.eip('eip-a', { qosPolicy: 'q' });
+      expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied', ip: '172.18.0.2' });
+      const form = release === '1.12' ? '172.18.0.2/24,172.18.0.1' : '172.18.0.2/24';
+      expect(w.gateway.calls[0]).toMatchObject({ op: 'eip-add', args: [form] });
+      const htb = release === '1.16' || release === 'master';
+      const limits = () => w.tc().map((f) => `${f.direction} ${f.rate}`);
+      expect(limits()).toEqual(['ingress 20Mbit', 'egress 10Mbit']);
+      const sim = () => w.gateway.sim(w.pod());
+      expect(
+        sim()
+          .tcFilters()
+          .map((f) => f.dev),
+      ).toEqual(htb ? ['ifb-net1', 'net1'] : ['net1', 'net1']);
+      const hairpin = () =>
+        sim()
+          .natRules()
+          .filter((r) => r.startsWith('-A HAIRPIN_SNAT'));
+      expect(hairpin()).toHaveLength(htb ? 1 : 0);
+
+      w.restartContainer();
+      expect(w.net1()).not.toContain('172.18.0.2/24');
+      expect(await w.run('update', 'eip-a', 'gateway-restarted')).toMatchObject({ status: 'applied' });
+      expect(w.net1()).toContain('172.18.0.2/24');
+      expect(limits()).toEqual(['ingress 20Mbit', 'egress 10Mbit']);
+      expect(hairpin()).toHaveLength(htb ? 1 : 0);
+
+      w.cluster.deleteEip('eip-a');
+      expect(await w.run('update', 'eip-a')).toMatchObject({ status: 'applied' });
+      expect(w.get('eip-a')).toBeUndefined();
+      expect(w.net1()).not.toContain('172.18.0.2/24');
+      expect(limits()).toEqual([]);
+      expect(hairpin()).toEqual([]);
+      expect(w.ipam.allocations.size).toBe(0);
+    },
+  );
 });
