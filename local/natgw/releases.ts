@@ -7,11 +7,10 @@ export const KUBE_OVN_RELEASES = ['1.12', '1.13', '1.14', '1.15', '1.16', 'maste
 export type KubeOvnRelease = (typeof KUBE_OVN_RELEASES)[number];
 
 /**
- * The lab's release when none is asked for. It stays at 1.12 while the product sends 1.12's `eip-add <ip>/<len>,<gw>`
- * (which 1.13+ refuses); once the product speaks every release it becomes the newest release, 1.16
- * (docs/adr/0065-lab-speaks-every-kube-ovn-release.md).
+ * The lab's release when none is asked for: the newest, now that the product speaks every release
+ * (docs/adr/0065-lab-speaks-every-kube-ovn-release.md, docs/adr/0090-core-speaks-each-gateways-dialect.md).
  */
-export const DEFAULT_RELEASE: KubeOvnRelease = '1.12';
+export const DEFAULT_RELEASE: KubeOvnRelease = '1.16';
 
 /** The kube-ovn tag each release line's model follows (the gateway image carries the same tag). */
 export const RELEASE_TAG: Readonly<Record<KubeOvnRelease, string>> = {

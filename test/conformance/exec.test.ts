@@ -50,7 +50,7 @@ interface ExecResult {
 }
 
 kubectlSuite('pods/exec', () => {
-  const env = useApi({ restartDelayMs: 100 });
+  const env = useApi({ restartDelayMs: 100, kubeOvnRelease: '1.12' }); // its pods and execs are 1.12's
 
   /** client-node's Exec wrapped in one promise: resolves on the status, a refused upgrade, or a bare close. */
   function nodeExec(

@@ -160,7 +160,7 @@ kubectlSuite('running the local API', () => {
   describe('data directory', () => {
     it('keeps objects and the resourceVersion counter, and restarts gateway pods like a node reboot', async () => {
       const dataDir = tmp();
-      const api1 = await startKubeApi({ dataDir });
+      const api1 = await startKubeApi({ dataDir, kubeOvnRelease: '1.12' }); // the 1.12 eip-add form below
       const kc1 = kubeConfigFor(api1);
       const co1 = kc1.makeApiClient(CustomObjectsApi);
       const created = (await co1.createClusterCustomObject({
@@ -185,7 +185,7 @@ kubectlSuite('running the local API', () => {
       const rvBefore = api1.resourceVersion();
       await api1.close();
 
-      const api2 = await startKubeApi({ dataDir });
+      const api2 = await startKubeApi({ dataDir, kubeOvnRelease: '1.12' });
       try {
         const kc2 = kubeConfigFor(api2);
         const co2 = kc2.makeApiClient(CustomObjectsApi);

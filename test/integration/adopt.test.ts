@@ -133,16 +133,17 @@ beforeAll(async () => {
   if (skip) return;
   dir = mkdtempSync(join(tmpdir(), 'eip-adopt-'));
   kubeconfig = join(dir, 'kubeconfig');
-  api = await startKubeApi();
+  // What kube-ovn 1.12 configured is adopted: the test execs 1.12's eip-add form itself.
+  api = await startKubeApi({ kubeOvnRelease: '1.12' });
   await api.writeKubeconfig(kubeconfig);
   dynamo = await startDynamoFixture();
   const client = await dynamo.table(TABLE, PRODUCT_RETRIES);
   const kc = kubeConfigFromFile(kubeconfig);
-  const standIns = await startStandIns({ kubeConfig: kc });
+  const standIns = await startStandIns({ kubeConfig: kc, release: '1.12' });
   const objects = KubernetesObjectApi.makeApiClient(kc);
   // The demo's objects without its EIP; the external subnet gets the recommended dedicated range, which the
   // addresses kube-ovn gave out earlier lie outside of.
-  for (const o of demoObjects(NS)) {
+  for (const o of demoObjects(NS, '1.12')) {
     if (o.kind === 'IptablesEIP') continue;
     if (o.kind === 'Subnet' && o.metadata.name === SUBNET) {
       const s = o as { metadata: Record<string, unknown>; spec: { excludeIps: string[] } };

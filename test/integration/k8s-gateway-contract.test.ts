@@ -11,9 +11,9 @@ afterAll(async () => {
 });
 
 describeGatewayContract('pods/exec on the local Kubernetes API', async () => {
-  const w = await startWorld();
+  const w = await startWorld({ kubeOvnRelease: '1.12' }); // 1.12's argument forms are exec'd below
   stops.push(() => w.close());
-  const standIns = await startStandIns({ kubeConfig: w.kc });
+  const standIns = await startStandIns({ kubeConfig: w.kc, release: '1.12' });
   stops.push(() => standIns.stop());
   await createSubnets(w);
   await createGateway(w, 'gw1');

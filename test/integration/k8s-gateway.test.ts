@@ -19,8 +19,8 @@ let pod: GatewayPod;
 let sim: NatGatewaySim;
 
 beforeAll(async () => {
-  w = await startWorld();
-  standIns = await startStandIns({ kubeConfig: w.kc });
+  w = await startWorld({ kubeOvnRelease: '1.12' }); // 1.12's argument forms are exec'd below
+  standIns = await startStandIns({ kubeConfig: w.kc, release: '1.12' });
   await createSubnets(w);
   await createGateway(w, 'gw1');
   const cluster = createK8sCluster({ kubeConfig: w.kc, namespace: 'kube-system' });

@@ -233,8 +233,13 @@ describe("gateway stand-in with kube-ovn's feature switch (the local stack's set
     );
 
   beforeAll(async () => {
-    fw = await startWorld();
-    fs = await startStandIns({ kubeConfig: fw.kc, log: (l) => lines.push(l), featureSwitch: true });
+    fw = await startWorld({ kubeOvnRelease: '1.12' });
+    fs = await startStandIns({
+      kubeConfig: fw.kc,
+      log: (l) => lines.push(l),
+      featureSwitch: true,
+      release: '1.12',
+    });
     await createSubnets(fw);
   });
 
@@ -312,8 +317,13 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
   };
 
   beforeAll(async () => {
-    mw = await startWorld();
-    ms = await startStandIns({ kubeConfig: mw.kc, log: (l) => lines.push(l), featureSwitch: true });
+    mw = await startWorld({ kubeOvnRelease: '1.12' });
+    ms = await startStandIns({
+      kubeConfig: mw.kc,
+      log: (l) => lines.push(l),
+      featureSwitch: true,
+      release: '1.12',
+    });
     await createSubnets(mw);
     for (const [name, data] of [
       ['ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'true' }],
@@ -338,6 +348,7 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
       namespace: NS,
       mode: 'workers-on',
       log: (l) => lines.push(l),
+      release: '1.12',
     });
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-1', { natGwDp: 'gw1' });
     const e = await eventuallyValue(async () => {
@@ -386,6 +397,7 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
       namespace: NS,
       mode: 'workers-off',
       log: (l) => lines.push(l),
+      release: '1.12',
     });
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'off-1', { natGwDp: 'gw1' });
     await eventuallyValue(() => lines.some((l) => l.includes('kube-ovn eip model (workers-off): started')));
