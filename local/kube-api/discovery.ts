@@ -38,6 +38,7 @@ function subresourcesOf(def: ResourceDef): Sub[] {
 }
 
 function verbsOf(def: ResourceDef): string[] {
+  if (def.verbs) return [...def.verbs];
   return def.custom ? CR_VERBS : CORE_VERBS;
 }
 

@@ -7,11 +7,14 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import { createServer as createTlsServer } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import type { KubeOvnRelease } from '../natgw/releases.js';
 import { ExternalSegment, type NatGatewaySim } from '../natgw/sim.js';
 import type { GatewayBackend } from './backend.js';
+import { ADMIN_TOKEN, Authenticator, type StaticToken } from './auth.js';
 import { crdHooks, DEFAULT_NAMESPACES, namespaceHooks, readCrdManifests } from './controllers.js';
 import { DataDir } from './datadir.js';
 import { ApiError } from './errors.js';
@@ -20,11 +23,22 @@ import { Faults } from './faults.js';
 import { deepEqual, type JsonObject } from './json.js';
 import { Objects, type WriteContext } from './objects.js';
 import { Kubelet } from './pods.js';
+import {
+  aggregateClusterRoles,
+  BOOTSTRAP_CLUSTER_ROLE_BINDINGS,
+  BOOTSTRAP_CLUSTER_ROLES,
+  RBAC_GROUP,
+  Rbac,
+  rbacHooks,
+} from './rbac.js';
 import { Registry, type ResourceDef, resourcesFromCrd } from './registry.js';
 import { ApiServer, RequestLog, type RequestRecord } from './server.js';
 import { Store } from './store.js';
+import { servingCertificate } from './tls.js';
 import { Watches } from './watch.js';
 
+export type { StaticToken, UserInfo } from './auth.js';
+export { ADMIN_TOKEN, serviceAccountToken } from './auth.js';
 export type { RequestRecord } from './server.js';
 export { Faults };
 
@@ -51,14 +65,26 @@ export interface KubeApiOptions {
   gatewayBackend?: GatewayBackend;
   /** The kube-ovn release whose nat-gateway.sh the gateway pods run (default: the lab's, local/natgw/releases.ts). */
   kubeOvnRelease?: KubeOvnRelease;
+  /**
+   * Bearer tokens besides the administrator's (ADMIN_TOKEN, always known), as lines of a static token file: each
+   * authenticates as its user and groups (plus system:authenticated). What each may do is up to RBAC.
+   */
+  tokens?: readonly StaticToken[];
 }
 
 export interface KubeApi {
-  /** http://127.0.0.1:PORT */
+  /**
+   * http://127.0.0.1:PORT. The same port also speaks TLS: `tlsUrl` is what the kubeconfigs name, since kubectl
+   * sends credentials only to an https server. Both answer the same, with the same authentication.
+   */
   url: string;
-  /** A kubeconfig both kubectl and client-node accept. */
-  kubeconfigYaml(): string;
-  writeKubeconfig(path: string): Promise<void>;
+  /** https://127.0.0.1:PORT */
+  tlsUrl: string;
+  /** PEM of the CA of the serving certificate (made at start). */
+  ca: string;
+  /** A kubeconfig both kubectl and client-node accept: the administrator's, or the one of `token`. */
+  kubeconfigYaml(token?: string): string;
+  writeKubeconfig(path: string, token?: string): Promise<void>;
   /** Fault injection (see README.md). */
   faults: Faults;
   /** The simulator behind each gateway pod, and the external segment they share. */
@@ -76,15 +102,23 @@ export interface KubeApi {
 
 const DEFAULT_CRD_DIR = fileURLToPath(new URL('../../infra/crds', import.meta.url));
 
-export function kubeconfigFor(url: string): string {
+/**
+ * A kubeconfig for the local API as the user of `token` (default: the administrator). With the serving CA it names
+ * the https URL and trusts that CA; without it (a remote `npm run cluster`), the https form of `url` with
+ * insecure-skip-tls-verify.
+ */
+export function kubeconfigFor(url: string, token: string = ADMIN_TOKEN.token, ca?: string): string {
+  const server = url.replace(/^http:/, 'https:');
   return [
     'apiVersion: v1',
     'kind: Config',
     'clusters:',
     '- name: local',
     '  cluster:',
-    `    server: ${url}`,
-    '    insecure-skip-tls-verify: true',
+    `    server: ${server}`,
+    ca
+      ? `    certificate-authority-data: ${Buffer.from(ca).toString('base64')}`
+      : '    insecure-skip-tls-verify: true',
     'contexts:',
     '- name: local',
     '  context:',
@@ -94,7 +128,7 @@ export function kubeconfigFor(url: string): string {
     'users:',
     '- name: local',
     '  user:',
-    '    token: local-token',
+    `    token: ${token}`,
     '',
   ].join('\n');
 }
@@ -136,6 +170,90 @@ async function installCrds(
   log(`CRDs installed from ${dir}`);
 }
 
+/** The default ClusterRoles and ClusterRoleBindings, created when missing (as the RBAC post-start hook does). */
+function bootstrapRbac(objects: Objects, registry: Registry): void {
+  for (const [plural, docs] of [
+    ['clusterroles', BOOTSTRAP_CLUSTER_ROLES],
+    ['clusterrolebindings', BOOTSTRAP_CLUSTER_ROLE_BINDINGS],
+  ] as const) {
+    const def = must(registry.get(RBAC_GROUP, 'v1', plural), plural);
+    for (const doc of docs) {
+      const name = String((doc.metadata as JsonObject).name);
+      if (!objects.store.get(`${RBAC_GROUP}/${plural}`, undefined, name))
+        objects.create(def, undefined, doc, internal());
+    }
+  }
+}
+
+/**
+ * `socket` as a plain JS Duplex that starts with `first`: TLS on a net.Socket would read its handle natively and
+ * never see the bytes already read.
+ */
+function jsStream(socket: Socket, first: Buffer): Duplex {
+  const d = new Duplex({
+    read: () => {
+      socket.resume();
+    },
+    write: (chunk, encoding, cb) => {
+      socket.write(chunk, encoding, cb);
+    },
+    final: (cb) => {
+      socket.end();
+      cb();
+    },
+    destroy: (err, cb) => {
+      socket.destroy();
+      cb(err);
+    },
+  });
+  d.push(first);
+  socket.on('data', (c: Buffer) => {
+    if (!d.push(c)) socket.pause();
+  });
+  socket.on('end', () => d.push(null));
+  socket.on('close', () => d.destroy());
+  return d;
+}
+
+/**
+ * One port for both transports: a connection whose first byte starts a TLS handshake goes through TLS, any other
+ * is plain HTTP; both end in the same HTTP server.
+ */
+function listenBoth(
+  server: Server,
+  cert: { cert: string; key: string },
+): ReturnType<typeof createNetServer> & { destroyAll(): void } {
+  const sockets = new Set<Socket>();
+  const tlsServer = createTlsServer({ cert: cert.cert, key: cert.key, ALPNProtocols: ['http/1.1'] }, (s) =>
+    server.emit('connection', s),
+  );
+  tlsServer.on('tlsClientError', (_e, s) => s.destroy());
+  const net = createNetServer({ pauseOnConnect: true }, (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    socket.once('data', (first: Buffer) => {
+      socket.pause();
+      if (first[0] === 0x16) {
+        tlsServer.emit('connection', jsStream(socket, first));
+        return;
+      }
+      socket.unshift(first);
+      // The HTTP server would read the handle natively and miss the bytes put back: keep it on the JS stream.
+      const handle = (socket as unknown as { _handle?: { _consumed?: boolean } })._handle;
+      if (handle) handle._consumed = true;
+      server.emit('connection', socket);
+      socket.resume();
+    });
+    socket.resume();
+  });
+  return Object.assign(net, {
+    destroyAll: () => {
+      for (const s of sockets) s.destroy();
+    },
+  });
+}
+
 // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
 export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeApi> {
   const log = options.log ?? (() => {});
@@ -159,6 +277,14 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   objects.setHooks('', 'pods', kubelet.hooks());
   objects.setHooks('', 'namespaces', namespaceHooks(objects, registry, nsDef));
   objects.setHooks('apiextensions.k8s.io', 'customresourcedefinitions', crdHooks(objects, registry, crdDef));
+  for (const [plural, kind] of [
+    ['roles', 'Role'],
+    ['clusterroles', 'ClusterRole'],
+    ['rolebindings', 'RoleBinding'],
+    ['clusterrolebindings', 'ClusterRoleBinding'],
+  ] as const)
+    objects.setHooks(RBAC_GROUP, plural, rbacHooks(kind));
+  const clusterRolesDef = must(registry.get(RBAC_GROUP, 'v1', 'clusterroles'), 'clusterroles');
 
   let dataDir: DataDir | undefined;
   if (options.dataDir) {
@@ -184,6 +310,20 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
     }
   }
   await installCrds(objects, crdDef, options.crdDir ?? DEFAULT_CRD_DIR, log);
+  bootstrapRbac(objects, registry);
+  // The clusterrole-aggregation controller: after any ClusterRole change, outside the write that made it.
+  let aggregating = false;
+  store.subscribe((event) => {
+    if (event.resource !== `${RBAC_GROUP}/clusterroles` || aggregating) return;
+    aggregating = true;
+    queueMicrotask(() => {
+      aggregating = false;
+      aggregateClusterRoles(objects, clusterRolesDef);
+    });
+  });
+  aggregateClusterRoles(objects, clusterRolesDef);
+  const rbac = new Rbac(store);
+  const authn = new Authenticator([ADMIN_TOKEN, ...(options.tokens ?? [])]);
 
   const watches = new Watches(store, objects, { bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000 });
   registry.onRemoved((def) => watches.endResource(def));
@@ -195,6 +335,8 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   const requests = new RequestLog();
   let hostPort = '';
   const api = new ApiServer({
+    authn,
+    rbac,
     registry,
     store,
     objects,
@@ -219,24 +361,29 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   server.on('upgrade', (req, socket, head) => api.upgrade(req, socket, head));
   server.on('clientError', (_err, socket) => socket.destroy());
   const host = options.host ?? '127.0.0.1';
+  const tls = servingCertificate([...new Set([host, '127.0.0.1', '::1', 'localhost'])]);
+  const listener = listenBoth(server, tls);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
+    listener.once('error', reject);
+    listener.listen(options.port ?? 0, host, () => {
+      listener.off('error', reject);
       resolve();
     });
   });
-  const port = (server.address() as AddressInfo).port;
+  const port = (listener.address() as AddressInfo).port;
   const urlHost = host.includes(':') ? `[${host}]` : host;
   hostPort = `${urlHost}:${port}`;
   const url = `http://${hostPort}`;
-  log(`listening on ${url}`);
+  const tlsUrl = `https://${hostPort}`;
+  log(`listening on ${url} and ${tlsUrl}`);
 
   let closing: Promise<void> | undefined;
   return {
     url,
-    kubeconfigYaml: () => kubeconfigFor(url),
-    writeKubeconfig: (path) => writeFile(path, kubeconfigFor(url), { mode: 0o600 }),
+    tlsUrl,
+    ca: tls.ca,
+    kubeconfigYaml: (token) => kubeconfigFor(url, token, tls.ca),
+    writeKubeconfig: (path, token) => writeFile(path, kubeconfigFor(url, token, tls.ca), { mode: 0o600 }),
     faults,
     gateways: { get: (namespace, pod) => kubelet.gateway(namespace, pod), segment },
     requests: { all: () => requests.all(), clear: () => requests.clear() },
@@ -248,8 +395,9 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
         kubelet.close();
         await kubelet.settled();
         await new Promise<void>((resolve) => {
-          server.close(() => resolve());
+          listener.close(() => resolve());
           server.closeAllConnections();
+          listener.destroyAll();
         });
         dataDir?.close();
       })();

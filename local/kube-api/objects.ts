@@ -153,7 +153,7 @@ export class Objects {
       const problems =
         def.plural === 'namespaces'
           ? dns1123LabelProblems(name)
-          : def.plural === 'events'
+          : def.plural === 'events' || def.group === 'rbac.authorization.k8s.io'
             ? pathSegmentProblems(name)
             : dns1123SubdomainProblems(name);
       for (const p of problems) errors.push(fieldInvalid('metadata.name', name, p));

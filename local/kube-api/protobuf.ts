@@ -64,7 +64,41 @@ const namespaceCondition: Schema = {
   6: { name: 'message', type: 'string' },
 };
 
-/** Message schemas by Kind (core/v1 generated.proto field numbers). */
+const selectorRequirement: Schema = {
+  1: { name: 'key', type: 'string' },
+  2: { name: 'operator', type: 'string' },
+  3: { name: 'values', type: 'string', repeated: true },
+};
+const selectorAttributes: Schema = {
+  1: { name: 'rawSelector', type: 'string' },
+  2: { name: 'requirements', type: { message: selectorRequirement }, repeated: true },
+};
+const accessReviewSpec: Schema = {
+  1: {
+    name: 'resourceAttributes',
+    type: {
+      message: {
+        1: { name: 'namespace', type: 'string' },
+        2: { name: 'verb', type: 'string' },
+        3: { name: 'group', type: 'string' },
+        4: { name: 'version', type: 'string' },
+        5: { name: 'resource', type: 'string' },
+        6: { name: 'subresource', type: 'string' },
+        7: { name: 'name', type: 'string' },
+        8: { name: 'fieldSelector', type: { message: selectorAttributes } },
+        9: { name: 'labelSelector', type: { message: selectorAttributes } },
+      },
+    },
+  },
+  2: {
+    name: 'nonResourceAttributes',
+    type: { message: { 1: { name: 'path', type: 'string' }, 2: { name: 'verb', type: 'string' } } },
+  },
+};
+/** A review's status is the server's answer: decoded and dropped. */
+const ignoredStatus: Field = { name: 'status', type: 'bytes', skip: true };
+
+/** Message schemas by Kind (core/v1, authorization/v1 and authentication/v1 generated.proto field numbers). */
 const KINDS: Record<string, Schema> = {
   Namespace: {
     1: { name: 'metadata', type: { message: objectMeta } },
@@ -85,6 +119,21 @@ const KINDS: Record<string, Schema> = {
     3: { name: 'binaryData', type: { map: 'bytes' } },
     4: { name: 'immutable', type: 'bool' },
   },
+  // What kubectl auth can-i, can-i --list and whoami send.
+  SelfSubjectAccessReview: {
+    1: { name: 'metadata', type: { message: objectMeta } },
+    2: { name: 'spec', type: { message: accessReviewSpec } },
+    3: ignoredStatus,
+  },
+  SelfSubjectRulesReview: {
+    1: { name: 'metadata', type: { message: objectMeta } },
+    2: { name: 'spec', type: { message: { 1: { name: 'namespace', type: 'string' } } } },
+    3: ignoredStatus,
+  },
+  SelfSubjectReview: {
+    1: { name: 'metadata', type: { message: objectMeta } },
+    2: ignoredStatus,
+  },
 };
 
 function unsupported(why: string): ApiError {
@@ -92,7 +141,7 @@ function unsupported(why: string): ApiError {
     status(
       415,
       'UnsupportedMediaType',
-      `the body of the request was in an unknown format - ${why}; the local Kubernetes API decodes ${PROTOBUF} only for ${Object.keys(KINDS).join(' and ')}: send JSON instead (for example kubectl apply -f)`,
+      `the body of the request was in an unknown format - ${why}; the local Kubernetes API decodes ${PROTOBUF} only for ${Object.keys(KINDS).join(', ')}: send JSON instead (for example kubectl apply -f)`,
     ),
   );
 }

@@ -16,7 +16,7 @@ export interface PrinterColumn {
 }
 
 /** How list/get answers are turned into a Table. */
-export type TableStyle = 'columns' | 'pod' | 'namespace' | 'configmap' | 'event' | 'crd';
+export type TableStyle = 'columns' | 'pod' | 'namespace' | 'configmap' | 'event' | 'crd' | 'binding';
 
 export interface ResourceDef {
   group: string;
@@ -49,6 +49,10 @@ export interface ResourceDef {
   fieldLabels: readonly string[];
   /** The CRD that defines it. */
   crdName?: string;
+  /** Verbs discovery lists when not the usual eight (the create-only reviews). */
+  verbs?: readonly string[];
+  /** A review (SelfSubjectAccessReview, ...): answered on create, never stored. */
+  review?: boolean;
 }
 
 export function apiVersionOf(def: Pick<ResourceDef, 'group' | 'version'>): string {
@@ -116,6 +120,42 @@ function builtin(
   };
 }
 
+const AGE: PrinterColumn = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' };
+
+/** rbac.authorization.k8s.io/v1: kubectl prints Name and Created At for roles, Role and Age for bindings. */
+function rbacResources(): ResourceDef[] {
+  const rbac = (plural: string, kind: string, namespaced: boolean, binding: boolean) =>
+    builtin({
+      group: 'rbac.authorization.k8s.io',
+      plural,
+      singular: kind.toLowerCase(),
+      kind,
+      namespaced,
+      returnDeletedObject: false,
+      table: binding ? 'binding' : 'crd',
+    });
+  return [
+    rbac('clusterrolebindings', 'ClusterRoleBinding', false, true),
+    rbac('clusterroles', 'ClusterRole', false, false),
+    rbac('rolebindings', 'RoleBinding', true, true),
+    rbac('roles', 'Role', true, false),
+  ];
+}
+
+/** A create-only review resource: discoverable, authorized as `create`, answered from the request, never stored. */
+function review(group: string, plural: string, kind: string): ResourceDef {
+  return builtin({
+    group,
+    plural,
+    singular: plural.replace(/s$/, ''),
+    kind,
+    namespaced: false,
+    strategicMerge: false,
+    verbs: ['create'],
+    review: true,
+  });
+}
+
 export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
   builtin({
     plural: 'namespaces',
@@ -155,6 +195,41 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
     table: 'event',
     fieldLabels: eventFieldLabels,
   }),
+  builtin({
+    plural: 'serviceaccounts',
+    singular: 'serviceaccount',
+    kind: 'ServiceAccount',
+    shortNames: ['sa'],
+    columns: [AGE],
+  }),
+  ...rbacResources(),
+  builtin({
+    group: 'admissionregistration.k8s.io',
+    plural: 'validatingadmissionpolicies',
+    singular: 'validatingadmissionpolicy',
+    kind: 'ValidatingAdmissionPolicy',
+    namespaced: false,
+    categories: ['api-extensions'],
+    statusSubresource: true,
+    generation: true,
+    strategicMerge: false,
+    columns: [AGE],
+  }),
+  builtin({
+    group: 'admissionregistration.k8s.io',
+    plural: 'validatingadmissionpolicybindings',
+    singular: 'validatingadmissionpolicybinding',
+    kind: 'ValidatingAdmissionPolicyBinding',
+    namespaced: false,
+    categories: ['api-extensions'],
+    generation: true,
+    strategicMerge: false,
+    columns: [AGE],
+  }),
+  review('authorization.k8s.io', 'selfsubjectaccessreviews', 'SelfSubjectAccessReview'),
+  review('authorization.k8s.io', 'selfsubjectrulesreviews', 'SelfSubjectRulesReview'),
+  review('authorization.k8s.io', 'subjectaccessreviews', 'SubjectAccessReview'),
+  review('authentication.k8s.io', 'selfsubjectreviews', 'SelfSubjectReview'),
   builtin({
     group: 'apiextensions.k8s.io',
     plural: 'customresourcedefinitions',

@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Authenticator, UserInfo } from './auth.js';
 import {
   aggregatedContentType,
   aggregatedDiscovery,
@@ -27,12 +28,13 @@ import {
   pathNotFound,
   status,
 } from './errors.js';
-import { type ExecServer, upgradeRequired } from './exec.js';
+import { type ExecServer, upgradeRequired, writeHttpError } from './exec.js';
 import type { ExecMatch, Faults, Verb } from './faults.js';
 import { isObject, type JsonObject, type JsonValue } from './json.js';
 import type { DeleteOptions, FieldValidation, Objects, WriteContext } from './objects.js';
 import { encodeOpenApiV2, OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_ANSWER, openApiV2 } from './openapi-v2.js';
 import { decodeProtobufObject, PROTOBUF } from './protobuf.js';
+import { answerReview, forbidden, identify, type Rbac, requestAttributes } from './rbac.js';
 import type { Registry, ResourceDef } from './registry.js';
 import { type Filter, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { objectKey, type Store } from './store.js';
@@ -50,6 +52,8 @@ export interface RequestRecord {
   body?: string;
   /** HTTP status answered (101 for an accepted exec upgrade). */
   status?: number;
+  /** The user the request acted as (after impersonation); absent when authentication failed. */
+  user?: string;
 }
 
 const LOGGED_HEADERS = [
@@ -98,6 +102,8 @@ export class RequestLog {
 }
 
 export interface ServerDeps {
+  authn: Authenticator;
+  rbac: Rbac;
   registry: Registry;
   store: Store;
   objects: Objects;
@@ -249,6 +255,9 @@ export class ApiServer {
     try {
       const url = new URL(req.url ?? '/', 'http://local');
       const method = (req.method ?? 'GET').toUpperCase();
+      // The emulator's own surface (faults, request log) is not part of the Kubernetes API: no authentication.
+      const emulator = url.pathname === '/_emulator' || url.pathname.startsWith('/_emulator/');
+      const user = emulator ? undefined : this.authorize(req, method, url, rec);
       let raw: Buffer = Buffer.alloc(0);
       if (method !== 'GET' && method !== 'HEAD') raw = await readBody(req);
       const body = raw.toString('utf8');
@@ -257,7 +266,7 @@ export class ApiServer {
           ? `<protobuf, ${raw.length} bytes>`
           : body.slice(0, 8192);
       }
-      await this.route(method, url, req, res, body, raw);
+      await this.route(method, url, req, res, body, raw, user);
       rec.status = res.statusCode;
     } catch (e) {
       const err = e instanceof ApiError ? e : internalError(e instanceof Error ? e.message : String(e));
@@ -272,10 +281,31 @@ export class ApiServer {
     }
   }
 
+  /**
+   * Authentication, impersonation and authorization, before the body is read (as the API server's filters run
+   * before its handlers). Returns who the request acts as; throws 401 or 403.
+   */
+  private authorize(req: IncomingMessage, method: string, url: URL, rec: RequestRecord): UserInfo {
+    const user = identify(req, this.d.authn, this.d.rbac);
+    rec.user = user.username;
+    const attrs = requestAttributes(method, url, user);
+    const d = this.d.rbac.authorize(attrs);
+    if (!d.allowed) throw forbidden(attrs, d.reason);
+    return user;
+  }
+
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const rec = this.d.requests.add(req);
     socket.on('error', () => {});
     const url = new URL(req.url ?? '/', 'http://local');
+    try {
+      this.authorize(req, (req.method ?? 'GET').toUpperCase(), url, rec);
+    } catch (e) {
+      const err = e instanceof ApiError ? e : internalError(String(e));
+      rec.status = err.code;
+      writeHttpError(socket, err.status);
+      return;
+    }
     const route = this.resolveResource(url.pathname);
     if (
       route?.def.plural !== 'pods' ||
@@ -313,6 +343,7 @@ export class ApiServer {
     res: ServerResponse,
     body: string,
     raw: Buffer,
+    user: UserInfo | undefined,
   ): Promise<void> {
     const path = url.pathname.replace(/\/+$/, '') || '/';
     const accept = String(req.headers.accept ?? '');
@@ -386,7 +417,7 @@ export class ApiServer {
       url.searchParams,
       accept,
       String(req.headers['content-type'] ?? ''),
-      { text: body, raw, userAgent: String(req.headers['user-agent'] ?? '') },
+      { text: body, raw, userAgent: String(req.headers['user-agent'] ?? ''), user },
       res,
     );
   }
@@ -472,7 +503,7 @@ export class ApiServer {
     query: URLSearchParams,
     accept: string,
     contentType: string,
-    payload: { text: string; raw: Buffer; userAgent: string },
+    payload: { text: string; raw: Buffer; userAgent: string; user: UserInfo | undefined },
     res: ServerResponse,
   ): Promise<void> {
     const { objects } = this.d;
@@ -484,6 +515,12 @@ export class ApiServer {
     if (r.subresource === 'log') return this.podLog(method, r, query, res);
     const verb = this.verbOf(method, r, query);
     if (!verb) throw methodNotAllowed(method);
+    if (r.def.review) {
+      if (verb !== 'create' || !payload.user) throw methodNotAllowed(method);
+      const review = decode();
+      if (!isObject(review)) throw badRequest('the body of the request must be a JSON object');
+      return sendJson(res, 201, answerReview(r.def, review, payload.user, this.d.rbac));
+    }
     if (r.subresource === 'status' && (verb === 'delete' || verb === 'deletecollection'))
       throw methodNotAllowed(method);
     const fault = this.d.faults.takeApi({

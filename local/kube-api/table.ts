@@ -192,6 +192,19 @@ export function columnDefinitions(def: ResourceDef): ColumnDefinition[] {
       ];
     case 'crd':
       return [nameColumn, col('Created At', 'date', AGE_DESCRIPTION)];
+    case 'binding':
+      return [
+        nameColumn,
+        col(
+          'Role',
+          'string',
+          'RoleRef can reference a Role in the current namespace or a ClusterRole in the global namespace.',
+        ),
+        col('Age', 'string', AGE_DESCRIPTION),
+        col('Users', 'string', 'Users in the binding', 1),
+        col('Groups', 'string', 'Groups in the binding', 1),
+        col('ServiceAccounts', 'string', 'ServiceAccounts in the binding', 1),
+      ];
     case 'columns':
       return [
         nameColumn,
@@ -326,6 +339,27 @@ function eventCells(ev: JsonObject, now: number): JsonValue[] {
   ];
 }
 
+function bindingCells(b: JsonObject, now: number): JsonValue[] {
+  const m = obj(b.metadata);
+  const ref = obj(b.roleRef);
+  const subjects = arr(b.subjects);
+  const names = (kind: string) =>
+    subjects
+      .filter((s) => s.kind === kind)
+      .map((s) =>
+        kind === 'ServiceAccount' ? `${String(s.namespace ?? '')}/${String(s.name)}` : String(s.name),
+      )
+      .join(', ');
+  return [
+    String(m.name ?? ''),
+    `${String(ref.kind ?? '')}/${String(ref.name ?? '')}`,
+    since(m.creationTimestamp, now),
+    names('User'),
+    names('Group'),
+    names('ServiceAccount'),
+  ];
+}
+
 export function rowCells(def: ResourceDef, o: JsonObject, now: number): JsonValue[] {
   const m = obj(o.metadata);
   const name = String(m.name ?? '');
@@ -344,6 +378,8 @@ export function rowCells(def: ResourceDef, o: JsonObject, now: number): JsonValu
       return eventCells(o, now);
     case 'crd':
       return [name, typeof m.creationTimestamp === 'string' ? m.creationTimestamp : null];
+    case 'binding':
+      return bindingCells(o, now);
     case 'columns':
       return [name, ...def.columns.map((c) => crdCell(c, o, now))];
   }

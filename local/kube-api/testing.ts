@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { kubeconfigFor } from './index.js';
+import { ADMIN_TOKEN, kubeconfigFor } from './index.js';
 
 export interface KubectlResult {
   code: number;
@@ -16,6 +16,8 @@ export interface KubectlResult {
 }
 
 export interface KubectlOptions {
+  /** The bearer token kubectl's kubeconfig carries (default: the administrator's). */
+  token?: string;
   /** Extra environment (e.g. KUBECTL_REMOTE_COMMAND_WEBSOCKETS: 'false'). */
   env?: Record<string, string>;
   /** Written to kubectl's stdin, then closed. */
@@ -38,24 +40,26 @@ interface Workspace {
 
 const workspaces = new Map<string, Workspace>();
 
-function workspace(target: ApiTarget): Workspace {
-  let ws = workspaces.get(target.url);
+function workspace(target: ApiTarget, token: string): Workspace {
+  const key = `${target.url} ${token}`;
+  let ws = workspaces.get(key);
   if (!ws) {
     const dir = mkdtempSync(join(tmpdir(), 'kube-api-kubectl-'));
     const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(kubeconfig, kubeconfigFor(target.url), { mode: 0o600 });
+    writeFileSync(kubeconfig, kubeconfigFor(target.url, token), { mode: 0o600 });
     ws = { dir, kubeconfig };
-    workspaces.set(target.url, ws);
+    workspaces.set(key, ws);
   }
   return ws;
 }
 
-/** Removes the temporary kubeconfig, cache and HOME kubectl used for `target`. */
+/** Removes the temporary kubeconfigs, caches and HOMEs kubectl used for `target`. */
 export function forgetKubectlWorkspace(target: ApiTarget): void {
-  const ws = workspaces.get(target.url);
-  if (!ws) return;
-  workspaces.delete(target.url);
-  rmSync(ws.dir, { recursive: true, force: true });
+  for (const [key, ws] of workspaces) {
+    if (!key.startsWith(`${target.url} `)) continue;
+    workspaces.delete(key);
+    rmSync(ws.dir, { recursive: true, force: true });
+  }
 }
 
 let availability: { available: boolean; reason?: string; version?: string } | undefined;
@@ -96,7 +100,7 @@ export function kubectlWith(
   options: KubectlOptions,
   ...args: string[]
 ): Promise<KubectlResult> {
-  const ws = workspace(target);
+  const ws = workspace(target, options.token ?? ADMIN_TOKEN.token);
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env))
     if (!k.startsWith('KUBECTL_') && k !== 'KUBECONFIG') env[k] = v;
@@ -136,12 +140,16 @@ export function kubectl(target: ApiTarget, ...args: string[]): Promise<KubectlRe
   return kubectlWith(target, {}, ...args);
 }
 
-/** A client-node KubeConfig for the local API (plain HTTP, so skipTLSVerify as client-node requires). */
-export function kubeConfigFor(target: ApiTarget): KubeConfig {
+/**
+ * A client-node KubeConfig for the local API as the administrator or as the user of `token`, over TLS without
+ * verification (the API's CA is made at start; `api.kubeconfigYaml()` carries it).
+ */
+export function kubeConfigFor(target: ApiTarget, token: string = ADMIN_TOKEN.token): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromOptions({
-    clusters: [{ name: 'local', server: target.url, skipTLSVerify: true }],
-    users: [{ name: 'local', token: 'local-token' }],
+    // https: the same port speaks TLS (a kubeconfig names the https URL; kubeconfigFor).
+    clusters: [{ name: 'local', server: target.url.replace(/^http:/, 'https:'), skipTLSVerify: true }],
+    users: [{ name: 'local', token }],
     contexts: [{ name: 'local', cluster: 'local', user: 'local' }],
     currentContext: 'local',
   });
