@@ -200,10 +200,10 @@ export class ExecServer {
     ws.on('close', () => this.sessions.delete(ws));
     ws.on('error', () => this.sessions.delete(ws));
     const base64 = ws.protocol.includes('base64');
-    const send = (channel: number, data: Buffer): void => {
+    const send = (channel: number, data: Buffer, sent?: () => void): void => {
       if (ws.readyState !== ws.OPEN) return;
-      if (base64) ws.send(`${channel}${data.toString('base64')}`);
-      else ws.send(Buffer.concat([Buffer.from([channel]), data]));
+      if (base64) ws.send(`${channel}${data.toString('base64')}`, sent);
+      else ws.send(Buffer.concat([Buffer.from([channel]), data]), sent);
     };
 
     const stdinChunks: Buffer[] = [];
@@ -289,10 +289,16 @@ export class ExecServer {
         }
       }
       const out = p.tty ? outcome.stdout + outcome.stderr : outcome.stdout;
-      if (p.stdout && out) send(STDOUT, Buffer.from(out));
-      if (p.stderr && !p.tty && outcome.stderr) send(STDERR, Buffer.from(outcome.stderr));
-      if (effect?.kind === 'drop-status') {
-        ws.terminate();
+      const frames: [number, Buffer][] = [];
+      if (p.stdout && out) frames.push([STDOUT, Buffer.from(out)]);
+      if (p.stderr && !p.tty && outcome.stderr) frames.push([STDERR, Buffer.from(outcome.stderr)]);
+      const drop = effect?.kind === 'drop-status';
+      // A dropped status breaks the connection once the output is on its way (over TLS, through the TLS socket).
+      frames.forEach(([ch, data], i) => {
+        send(ch, data, drop && i === frames.length - 1 ? () => ws.terminate() : undefined);
+      });
+      if (drop) {
+        if (frames.length === 0) ws.terminate();
       } else {
         send(STATUS, Buffer.from(JSON.stringify(statusPayload)));
         ws.close(1000);

@@ -5,9 +5,11 @@
  * CustomResourceDefinitions and the kube-ovn CRDs of infra/crds/, and backs gateway pods with the NAT
  * gateway simulator.
  */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
+import { join } from 'node:path';
 import { Duplex } from 'node:stream';
 import { createServer as createTlsServer } from 'node:tls';
 import { fileURLToPath } from 'node:url';
@@ -34,7 +36,7 @@ import {
 import { Registry, type ResourceDef, resourcesFromCrd } from './registry.js';
 import { ApiServer, RequestLog, type RequestRecord } from './server.js';
 import { Store } from './store.js';
-import { servingCertificate } from './tls.js';
+import { type ServingCertificate, servingCertificate } from './tls.js';
 import { Watches } from './watch.js';
 
 export type { StaticToken, UserInfo } from './auth.js';
@@ -186,6 +188,20 @@ function bootstrapRbac(objects: Objects, registry: Registry): void {
 }
 
 /**
+ * The serving certificate: kept in the data dir (as a cluster keeps its PKI), so that the kubeconfigs written before
+ * a restart still trust the API; made anew for an API in memory.
+ */
+function servingCertificateIn(dataDir: string | undefined, hosts: string[]): ServingCertificate {
+  if (!dataDir) return servingCertificate(hosts);
+  const file = join(dataDir, 'serving-cert.json');
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as ServingCertificate;
+  const made = servingCertificate(hosts);
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(file, JSON.stringify(made), { mode: 0o600 });
+  return made;
+}
+
+/**
  * `socket` as a plain JS Duplex that starts with `first`: TLS on a net.Socket would read its handle natively and
  * never see the bytes already read.
  */
@@ -194,15 +210,21 @@ function jsStream(socket: Socket, first: Buffer): Duplex {
     read: () => {
       socket.resume();
     },
+    // Handed on at once, so nothing waits in this stream when TLS destroys it: what was written still goes out.
     write: (chunk, encoding, cb) => {
-      socket.write(chunk, encoding, cb);
+      socket.write(chunk, encoding);
+      cb();
     },
     final: (cb) => {
       socket.end();
       cb();
     },
     destroy: (err, cb) => {
-      socket.destroy();
+      if (err) socket.destroy();
+      else {
+        socket.end();
+        setTimeout(() => socket.destroy(), 1000).unref();
+      }
       cb(err);
     },
   });
@@ -361,7 +383,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   server.on('upgrade', (req, socket, head) => api.upgrade(req, socket, head));
   server.on('clientError', (_err, socket) => socket.destroy());
   const host = options.host ?? '127.0.0.1';
-  const tls = servingCertificate([...new Set([host, '127.0.0.1', '::1', 'localhost'])]);
+  const tls = servingCertificateIn(options.dataDir, [...new Set([host, '127.0.0.1', '::1', 'localhost'])]);
   const listener = listenBoth(server, tls);
   await new Promise<void>((resolve, reject) => {
     listener.once('error', reject);

@@ -155,3 +155,17 @@ export function kubeConfigFor(target: ApiTarget, token: string = ADMIN_TOKEN.tok
   });
   return kc;
 }
+
+/**
+ * `fetch` with the administrator's bearer token (or `token`): the local API authenticates every request, and one
+ * without credentials is system:anonymous, which may only read /version and the health endpoints.
+ */
+export function adminFetch(
+  url: string,
+  init: RequestInit = {},
+  token: string = ADMIN_TOKEN.token,
+): Promise<Response> {
+  const headers = new Headers(init.headers);
+  if (!headers.has('authorization')) headers.set('authorization', `Bearer ${token}`);
+  return fetch(url, { ...init, headers });
+}

@@ -44,12 +44,16 @@ function oid(dotted: string): Buffer {
   return tlv(0x06, Buffer.from(out));
 }
 
-/** A BIT STRING of whole bytes whose trailing zero bits are marked unused (DER). */
-function bits(b: Buffer): Buffer {
-  const last = b[b.length - 1] ?? 0;
+/** A BIT STRING of whole bytes (a signature: no unused bits). */
+function bytes(b: Buffer): Buffer {
+  return tlv(0x03, Buffer.from([0]), b);
+}
+
+/** A BIT STRING of named flags (one byte), its trailing zero bits marked unused as DER wants. */
+function flags(b: number): Buffer {
   let unused = 0;
-  while (unused < 7 && (last & (1 << unused)) === 0) unused++;
-  return tlv(0x03, Buffer.from([last === 0 ? 0 : unused]), b);
+  while (unused < 7 && (b & (1 << unused)) === 0) unused++;
+  return tlv(0x03, Buffer.from([b === 0 ? 0 : unused, b]));
 }
 
 function time(d: Date): Buffer {
@@ -112,7 +116,7 @@ function certificate(o: {
     explicit(3, seq(...o.extensions)),
   );
   const signature = sign('sha256', tbs, { key: o.signer, dsaEncoding: 'der' });
-  return seq(tbs, ECDSA_SHA256, bits(Buffer.concat([signature])));
+  return seq(tbs, ECDSA_SHA256, bytes(signature));
 }
 
 function pem(label: string, der: Buffer): string {
@@ -139,7 +143,7 @@ export function servingCertificate(hosts: readonly string[]): ServingCertificate
     signer: caKeys.privateKey,
     extensions: [
       extension('2.5.29.19', true, seq(bool(true))),
-      extension('2.5.29.15', true, bits(Buffer.from([0x86]))),
+      extension('2.5.29.15', true, flags(0x86)),
       extension('2.5.29.14', false, octets(keyId(caSpki))),
     ],
   });
@@ -152,7 +156,7 @@ export function servingCertificate(hosts: readonly string[]): ServingCertificate
     signer: caKeys.privateKey,
     extensions: [
       extension('2.5.29.19', true, seq()),
-      extension('2.5.29.15', true, bits(Buffer.from([0x80]))),
+      extension('2.5.29.15', true, flags(0x80)),
       extension('2.5.29.37', false, seq(oid('1.3.6.1.5.5.7.3.1'))),
       extension('2.5.29.35', false, seq(tlv(0x80, keyId(caSpki)))),
       extension('2.5.29.17', false, altNames(hosts)),

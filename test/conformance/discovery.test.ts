@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, KubernetesObjectApi } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';
+import { adminFetch } from '../../local/kube-api/testing.js';
 import { eip, kubectlSuite, manifest, table, useApi } from './harness.js';
 
 kubectlSuite('discovery and tables', () => {
@@ -71,7 +72,8 @@ kubectlSuite('discovery and tables', () => {
   });
 
   it('answers aggregated discovery with its media type only to clients that ask for it', async () => {
-    const get = (path: string, accept: string) => fetch(`${env.api.url}${path}`, { headers: { accept } });
+    const get = (path: string, accept: string) =>
+      adminFetch(`${env.api.url}${path}`, { headers: { accept } });
     const v2 = await get(
       '/apis',
       'application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json',
@@ -81,7 +83,14 @@ kubectlSuite('discovery and tables', () => {
     );
     const body = (await v2.json()) as { kind: string; items: { metadata: { name: string } }[] };
     expect(body.kind).toBe('APIGroupDiscoveryList');
-    expect(body.items.map((i) => i.metadata.name)).toEqual(['apiextensions.k8s.io', 'kubeovn.io']);
+    expect(body.items.map((i) => i.metadata.name)).toEqual([
+      'admissionregistration.k8s.io',
+      'apiextensions.k8s.io',
+      'authentication.k8s.io',
+      'authorization.k8s.io',
+      'kubeovn.io',
+      'rbac.authorization.k8s.io',
+    ]);
     const beta = await get(
       '/api',
       'application/json;v=v2beta1;g=apidiscovery.k8s.io;as=APIGroupDiscoveryList',
@@ -96,7 +105,7 @@ kubectlSuite('discovery and tables', () => {
   });
 
   it('lists each resource before its subresources in the legacy APIResourceList', async () => {
-    const r = (await (await fetch(`${env.api.url}/api/v1`)).json()) as {
+    const r = (await (await adminFetch(`${env.api.url}/api/v1`)).json()) as {
       resources: { name: string; kind: string }[];
     };
     const names = r.resources.map((x) => x.name);
@@ -105,12 +114,12 @@ kubectlSuite('discovery and tables', () => {
   });
 
   it('serves a minimal OpenAPI v3 with a PATCH operation per kind', async () => {
-    const root = (await (await fetch(`${env.api.url}/openapi/v3`)).json()) as {
+    const root = (await (await adminFetch(`${env.api.url}/openapi/v3`)).json()) as {
       paths: Record<string, { serverRelativeURL: string }>;
     };
     const url = root.paths['apis/kubeovn.io/v1']?.serverRelativeURL;
     expect(url).toMatch(/^\/openapi\/v3\/apis\/kubeovn\.io\/v1\?hash=[0-9A-F]+$/);
-    const doc = (await (await fetch(`${env.api.url}${url}`)).json()) as {
+    const doc = (await (await adminFetch(`${env.api.url}${url}`)).json()) as {
       paths: Record<
         string,
         { patch?: { 'x-kubernetes-group-version-kind': unknown; parameters: { name: string }[] } }
@@ -126,7 +135,7 @@ kubectlSuite('discovery and tables', () => {
   });
 
   it('serves /openapi/v2 with each custom resource defined from its CRD schema, in JSON and in protobuf', async () => {
-    const json = (await (await fetch(`${env.api.url}/openapi/v2`)).json()) as {
+    const json = (await (await adminFetch(`${env.api.url}/openapi/v2`)).json()) as {
       swagger: string;
       definitions: Record<
         string,
@@ -141,7 +150,7 @@ kubectlSuite('discovery and tables', () => {
     expect(Object.keys(def?.properties ?? {})).toEqual(
       expect.arrayContaining(['apiVersion', 'kind', 'metadata', 'spec', 'status']),
     );
-    const pb = await fetch(`${env.api.url}/openapi/v2`, {
+    const pb = await adminFetch(`${env.api.url}/openapi/v2`, {
       headers: { accept: 'application/com.github.proto-openapi.spec.v2@v1.0+protobuf' },
     });
     expect(pb.headers.get('content-type')).toBe('application/com.github.proto-openapi.spec.v2.v1.0+protobuf');
@@ -230,7 +239,7 @@ kubectlSuite('discovery and tables', () => {
       '/nowhere',
       '/healthz',
     ]) {
-      const r = await fetch(`${env.api.url}${path}`);
+      const r = await adminFetch(`${env.api.url}${path}`);
       expect(r.headers.get('content-type'), path).toBeTruthy();
     }
   });
@@ -355,7 +364,7 @@ kubectlSuite('discovery and tables', () => {
     expect(table(got.stdout)).toEqual({ header: ['NAME', 'SIZE'], rows: [['w1', '3']] });
     const crd = await ext.readCustomResourceDefinition({ name: 'widgets.example.com' });
     expect(crd.status?.conditions?.find((c) => c.type === 'Established')?.status).toBe('True');
-    const watch = await fetch(
+    const watch = await adminFetch(
       `${env.api.url}/apis/example.com/v1/widgets?watch=true&resourceVersion=${env.api.resourceVersion()}`,
     );
     const deleted = await env.k('delete', 'crd', 'widgets.example.com');
@@ -366,6 +375,8 @@ kubectlSuite('discovery and tables', () => {
       .split('\n')
       .map((l) => JSON.parse(l) as { type: string; object: { metadata: { name: string } } });
     expect(events.map((e) => `${e.type}:${e.object.metadata.name}`)).toEqual(['DELETED:w1']);
-    expect((await fetch(`${env.api.url}/apis/example.com/v1/namespaces/default/widgets`)).status).toBe(404);
+    expect((await adminFetch(`${env.api.url}/apis/example.com/v1/namespaces/default/widgets`)).status).toBe(
+      404,
+    );
   });
 });

@@ -7,8 +7,11 @@ import { PassThrough, Readable } from 'node:stream';
 import { Exec, type V1Pod, type V1Status, Watch } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { ADMIN_TOKEN } from '../../local/kube-api/index.js';
 import { eventually } from '../support/eventually.js';
 import { kubectlSuite, useApi } from './harness.js';
+
+const ADMIN_HEADERS = { authorization: `Bearer ${ADMIN_TOKEN.token}` };
 
 const GW = 'vpc-nat-gw-gw1-0';
 
@@ -223,6 +226,7 @@ kubectlSuite('pods/exec', () => {
           const ws = new WebSocket(
             `${env.api.url.replace('http', 'ws')}/api/v1/namespaces/default/pods/plain/exec?command=echo&command=hi&stdout=true`,
             [protocol],
+            { headers: ADMIN_HEADERS },
           );
           const frames: (string | number[])[] = [];
           ws.on('message', (data, isBinary) =>
@@ -253,6 +257,7 @@ kubectlSuite('pods/exec', () => {
         const ws = new WebSocket(
           `${env.api.url.replace('http', 'ws')}/api/v1/namespaces/default/pods/plain/exec?command=true&stdout=true`,
           ['channel.k8s.io'],
+          { headers: ADMIN_HEADERS },
         );
         ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
         ws.on('error', () => {});

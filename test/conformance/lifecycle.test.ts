@@ -12,7 +12,13 @@ import { PassThrough } from 'node:stream';
 import { CoreV1Api, CustomObjectsApi, Exec, KubeConfig, type V1Status } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startKubeApi } from '../../local/kube-api/index.js';
-import { forgetKubectlWorkspace, kubeConfigFor, kubectl, kubectlWith } from '../../local/kube-api/testing.js';
+import {
+  adminFetch,
+  forgetKubectlWorkspace,
+  kubeConfigFor,
+  kubectl,
+  kubectlWith,
+} from '../../local/kube-api/testing.js';
 import { DEFAULT_RELEASE } from '../../local/natgw/releases.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { apiError, EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
@@ -128,7 +134,8 @@ kubectlSuite('running the local API', () => {
           ),
         );
         const url = line.split(' ')[1] as string;
-        expect(readFileSync(kubeconfig, 'utf8')).toContain(`server: ${url}`);
+        // The same port speaks TLS; kubectl sends credentials only to an https server.
+        expect(readFileSync(kubeconfig, 'utf8')).toContain(`server: ${url.replace('http:', 'https:')}`);
         const created = await kubectlWith({ url }, { stdin: manifest(eip('kept')) }, 'apply', '-f', '-');
         expect(created.code, created.stderr).toBe(0);
         const kc = new KubeConfig();
@@ -211,7 +218,7 @@ kubectlSuite('running the local API', () => {
         expect(sim?.initialised).toBe(true);
         expect(sim?.net1Addresses()).toEqual(['172.18.0.254/16']);
 
-        const watch = await fetch(
+        const watch = await adminFetch(
           `${api2.url}/apis/kubeovn.io/v1/iptables-eips?watch=true&resourceVersion=${rvBefore - 1}`,
         );
         expect((await watch.text()).trim()).toContain('"code":410');
@@ -323,8 +330,8 @@ kubectlSuite('running the local API', () => {
 
     it('takes faults over HTTP under /_emulator and reports requests there', async () => {
       const post = (path: string, body: unknown) =>
-        fetch(`${env.api.url}/_emulator/${path}`, { method: 'POST', body: JSON.stringify(body) }).then((r) =>
-          r.json(),
+        adminFetch(`${env.api.url}/_emulator/${path}`, { method: 'POST', body: JSON.stringify(body) }).then(
+          (r) => r.json(),
         );
       expect(
         await post('faults/api', { verb: 'get', resource: 'iptables-eips', name: 'f1', code: 503, times: 1 }),
@@ -335,12 +342,12 @@ kubectlSuite('running the local API', () => {
         remaining: 1,
         hits: 0,
       });
-      await fetch(`${env.api.url}/_emulator/faults`, { method: 'DELETE' });
+      await adminFetch(`${env.api.url}/_emulator/faults`, { method: 'DELETE' });
       await env.co.getClusterCustomObject({ ...EIP, name: 'f1' });
       const compacted = (await post('compact', {})) as { compactedRevision: number };
       expect(compacted.compactedRevision).toBe(env.api.resourceVersion());
       expect(await post('watches/drop', {})).toEqual({ dropped: 0 });
-      const log = (await (await fetch(`${env.api.url}/_emulator/requests`)).json()) as {
+      const log = (await (await adminFetch(`${env.api.url}/_emulator/requests`)).json()) as {
         method: string;
         path: string;
         status: number;

@@ -10,6 +10,7 @@ import {
   Watch,
 } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { adminFetch } from '../../local/kube-api/testing.js';
 import { eventually } from '../support/eventually.js';
 import { apiError, EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
 
@@ -403,7 +404,7 @@ kubectlSuite('objects', () => {
           spec: { list: ['a', 'b', 'c'], m: { k: 'v' } },
         },
       });
-      const r = await fetch(`${env.api.url}/apis/example.com/v1/namespaces/default/things/${name}`, {
+      const r = await adminFetch(`${env.api.url}/apis/example.com/v1/namespaces/default/things/${name}`, {
         method: 'PATCH',
         headers: { 'content-type': 'application/json-patch+json' },
         body: JSON.stringify(ops),
@@ -616,14 +617,14 @@ kubectlSuite('objects', () => {
     });
 
     it('answers an unknown resource path with 404 and empty details', async () => {
-      const r = await fetch(`${env.api.url}/apis/kubeovn.io/v1/nothing`);
+      const r = await adminFetch(`${env.api.url}/apis/kubeovn.io/v1/nothing`);
       expect(r.status).toBe(404);
       expect(await r.json()).toMatchObject({
         reason: 'NotFound',
         message: 'the server could not find the requested resource',
         details: {},
       });
-      const post = await fetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips/ap-1`, {
+      const post = await adminFetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips/ap-1`, {
         method: 'POST',
         body: '{}',
       });
@@ -634,7 +635,7 @@ kubectlSuite('objects', () => {
     });
 
     it('refuses a body that is not JSON with 400 BadRequest', async () => {
-      const r = await fetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`, {
+      const r = await adminFetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: '{"apiVersion":',
@@ -785,13 +786,13 @@ kubectlSuite('objects', () => {
     });
 
     it('lists pods without kind on the items, and watch events with kind', async () => {
-      const list = (await (await fetch(`${env.api.url}/api/v1/namespaces/default/pods`)).json()) as {
+      const list = (await (await adminFetch(`${env.api.url}/api/v1/namespaces/default/pods`)).json()) as {
         kind: string;
         items: Record<string, unknown>[];
       };
       expect(list.kind).toBe('PodList');
       expect(list.items[0]?.kind).toBeUndefined();
-      const eips = (await (await fetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`)).json()) as {
+      const eips = (await (await adminFetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`)).json()) as {
         items: Record<string, unknown>[];
       };
       expect(eips.items[0]?.kind).toBe('IptablesEIP');
@@ -901,7 +902,7 @@ kubectlSuite('objects', () => {
 
     it('refuses a request body over 3 MiB with 413 before reading it all', async () => {
       const body = JSON.stringify(eip('size-body', { spec: { macAddress: 'm'.repeat(3 * 1024 * 1024) } }));
-      const res = await fetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`, {
+      const res = await adminFetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body,

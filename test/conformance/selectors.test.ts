@@ -3,6 +3,7 @@
  * a space) and field selectors, the same through kubectl -l and client-node's labelSelector.
  */
 import { beforeAll, expect, it } from 'vitest';
+import { adminFetch } from '../../local/kube-api/testing.js';
 import { apiError, kubectlSuite, useApi } from './harness.js';
 
 kubectlSuite('selectors', () => {
@@ -54,7 +55,9 @@ kubectlSuite('selectors', () => {
   );
 
   it('decodes + in a raw query as a space', async () => {
-    const r = await fetch(`${env.api.url}/api/v1/namespaces/default/pods?labelSelector=app+in+%28a%2Cb%29`);
+    const r = await adminFetch(
+      `${env.api.url}/api/v1/namespaces/default/pods?labelSelector=app+in+%28a%2Cb%29`,
+    );
     const body = (await r.json()) as { items: { metadata: { name: string } }[] };
     expect(body.items.map((i) => i.metadata.name)).toEqual(['pa', 'pb']);
   });

@@ -5,6 +5,7 @@
  */
 import { type KubernetesObject, makeInformer, type V1ObjectMeta, Watch } from '@kubernetes/client-node';
 import { afterEach, expect, it } from 'vitest';
+import { adminFetch } from '../../local/kube-api/testing.js';
 import { eventually } from '../support/eventually.js';
 import { EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
 
@@ -29,7 +30,7 @@ async function readWatch(
   until?: (events: unknown[]) => boolean,
 ): Promise<RawEvent[]> {
   const controller = new AbortController();
-  const res = await fetch(url, { headers, signal: controller.signal });
+  const res = await adminFetch(url, { headers, signal: controller.signal });
   const events: RawEvent[] = [];
   const reader = res.body!.getReader();
   let buf = '';
@@ -344,7 +345,7 @@ kubectlSuite('list and watch', () => {
   });
 
   it('answers a watch from a resourceVersion the server has not reached with 504', async () => {
-    const r = await fetch(
+    const r = await adminFetch(
       `${env.api.url}/apis/kubeovn.io/v1/iptables-eips?watch=true&resourceVersion=${env.api.resourceVersion() + 100}`,
     );
     expect(r.status).toBe(504);
