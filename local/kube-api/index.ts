@@ -15,6 +15,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import type { KubeOvnRelease } from '../natgw/releases.js';
 import { ExternalSegment, type NatGatewaySim } from '../natgw/sim.js';
+import { ADMISSION_GROUP, Admission, admissionHooks } from './admission.js';
 import type { GatewayBackend } from './backend.js';
 import { ADMIN_TOKEN, Authenticator, type StaticToken } from './auth.js';
 import { crdHooks, DEFAULT_NAMESPACES, namespaceHooks, readCrdManifests } from './controllers.js';
@@ -306,6 +307,16 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
     ['clusterrolebindings', 'ClusterRoleBinding'],
   ] as const)
     objects.setHooks(RBAC_GROUP, plural, rbacHooks(kind));
+  objects.setHooks(
+    ADMISSION_GROUP,
+    'validatingadmissionpolicies',
+    admissionHooks('ValidatingAdmissionPolicy'),
+  );
+  objects.setHooks(
+    ADMISSION_GROUP,
+    'validatingadmissionpolicybindings',
+    admissionHooks('ValidatingAdmissionPolicyBinding'),
+  );
   const clusterRolesDef = must(registry.get(RBAC_GROUP, 'v1', 'clusterroles'), 'clusterroles');
 
   let dataDir: DataDir | undefined;
@@ -345,6 +356,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   });
   aggregateClusterRoles(objects, clusterRolesDef);
   const rbac = new Rbac(store);
+  const admission = new Admission(store);
   const authn = new Authenticator([ADMIN_TOKEN, ...(options.tokens ?? [])]);
 
   const watches = new Watches(store, objects, { bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000 });
@@ -359,6 +371,7 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
   const api = new ApiServer({
     authn,
     rbac,
+    admission,
     registry,
     store,
     objects,

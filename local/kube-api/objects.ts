@@ -59,7 +59,22 @@ export interface DeleteOptions {
   propagationPolicy?: string;
   preconditions?: { uid?: string; resourceVersion?: string };
   dryRun?: boolean;
+  /** Validating admission of the delete (client requests only). */
+  admit?: Admit;
 }
+
+/** A write as validating admission sees it, after the API's own rules and before it is stored. Throws to refuse. */
+export interface AdmittedWrite {
+  operation: 'CREATE' | 'UPDATE' | 'DELETE';
+  def: ResourceDef;
+  namespace?: string;
+  name: string;
+  subresource?: string;
+  object: JsonObject | null;
+  oldObject: JsonObject | null;
+}
+
+export type Admit = (write: AdmittedWrite) => void;
 
 export interface WriteOutcome {
   code: number;
@@ -75,6 +90,8 @@ export interface WriteContext {
   warnings: string[];
   /** Who writes (recorded in metadata.managedFields); internal writes have none. */
   fieldManager?: string;
+  /** Validating admission (client requests only; internal writes are not admitted). */
+  admit?: Admit;
 }
 
 /** The API server's limit on the annotations of one object, keys and values together. */
@@ -322,13 +339,6 @@ export class Objects {
     const name = String(om.name ?? '');
     if (errors.length > 0) throw invalid(def, name, errors);
     this.namespaceMustExist(def, om.namespace as string | undefined);
-    const existing = this.store.get(this.key(def), om.namespace as string | undefined, name);
-    if (existing)
-      throw alreadyExists(
-        def,
-        name,
-        Boolean(isObject(existing.metadata) && existing.metadata.deletionTimestamp),
-      );
     om.uid = randomUUID();
     om.creationTimestamp = this.now();
     if (def.generation) om.generation = 1;
@@ -338,6 +348,22 @@ export class Objects {
       const fields = changedFields({}, obj);
       if (fields) om.managedFields = [managedEntry(ctx.fieldManager, apiVersionOf(def), this.now(), fields)];
     }
+    // As the store's Create: BeforeCreate (uid, timestamps), validating admission, then the write (AlreadyExists).
+    ctx.admit?.({
+      operation: 'CREATE',
+      def,
+      ...(def.namespaced && { namespace: om.namespace as string }),
+      name,
+      object: this.present(def, obj),
+      oldObject: null,
+    });
+    const existing = this.store.get(this.key(def), om.namespace as string | undefined, name);
+    if (existing)
+      throw alreadyExists(
+        def,
+        name,
+        Boolean(isObject(existing.metadata) && existing.metadata.deletionTimestamp),
+      );
     if (ctx.dryRun) return { code: 201, body: this.present(def, obj) };
     const stored = this.store.create(this.key(def), this.ordered(obj));
     const response = this.present(def, stored);
@@ -542,6 +568,15 @@ export class Objects {
     }
     if (Array.isArray(nm.finalizers) && nm.finalizers.length === 0) delete nm.finalizers;
     next = this.ordered(next);
+    ctx.admit?.({
+      operation: 'UPDATE',
+      def,
+      ...(def.namespaced && { namespace: om.namespace as string }),
+      name,
+      ...(subresource && { subresource }),
+      object: this.present(def, next),
+      oldObject: this.present(def, existing),
+    });
     // A terminating object left without finalizers is deleted instead of stored (store.go ShouldDeleteDuringUpdate).
     if (om.deletionTimestamp && !(Array.isArray(nm.finalizers) && nm.finalizers.length > 0)) {
       if (!ctx.dryRun) {
@@ -605,6 +640,14 @@ export class Objects {
     }
     const hooks = this.hooksOf(def);
     hooks.checkDelete?.(existing);
+    options.admit?.({
+      operation: 'DELETE',
+      def,
+      ...(def.namespaced && { namespace: om.namespace as string }),
+      name,
+      object: null,
+      oldObject: this.present(def, existing),
+    });
     const finalizers = Array.isArray(om.finalizers) ? om.finalizers : [];
     if (finalizers.length > 0) {
       if (om.deletionTimestamp) return { code: 200, body: this.present(def, existing) };

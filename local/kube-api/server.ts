@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { Admission, AdmissionRequest } from './admission.js';
 import type { Authenticator, UserInfo } from './auth.js';
 import {
   aggregatedContentType,
@@ -31,7 +32,7 @@ import {
 import { type ExecServer, upgradeRequired, writeHttpError } from './exec.js';
 import type { ExecMatch, Faults, Verb } from './faults.js';
 import { isObject, type JsonObject, type JsonValue } from './json.js';
-import type { DeleteOptions, FieldValidation, Objects, WriteContext } from './objects.js';
+import type { Admit, DeleteOptions, FieldValidation, Objects, WriteContext } from './objects.js';
 import { encodeOpenApiV2, OPENAPI_V2_PROTOBUF, OPENAPI_V2_PROTOBUF_ANSWER, openApiV2 } from './openapi-v2.js';
 import { decodeProtobufObject, PROTOBUF } from './protobuf.js';
 import { answerReview, forbidden, identify, type Rbac, requestAttributes } from './rbac.js';
@@ -54,6 +55,8 @@ export interface RequestRecord {
   status?: number;
   /** The user the request acted as (after impersonation); absent when authentication failed. */
   user?: string;
+  /** Audit annotations admission added (a ValidatingAdmissionPolicy bound with the Audit action). */
+  annotations?: Record<string, string>;
 }
 
 const LOGGED_HEADERS = [
@@ -104,6 +107,7 @@ export class RequestLog {
 export interface ServerDeps {
   authn: Authenticator;
   rbac: Rbac;
+  admission: Admission;
   registry: Registry;
   store: Store;
   objects: Objects;
@@ -266,7 +270,7 @@ export class ApiServer {
           ? `<protobuf, ${raw.length} bytes>`
           : body.slice(0, 8192);
       }
-      await this.route(method, url, req, res, body, raw, user);
+      await this.route(method, url, req, res, body, raw, user, rec);
       rec.status = res.statusCode;
     } catch (e) {
       const err = e instanceof ApiError ? e : internalError(e instanceof Error ? e.message : String(e));
@@ -298,12 +302,27 @@ export class ApiServer {
     const rec = this.d.requests.add(req);
     socket.on('error', () => {});
     const url = new URL(req.url ?? '/', 'http://local');
+    let user: UserInfo;
     try {
-      this.authorize(req, (req.method ?? 'GET').toUpperCase(), url, rec);
+      user = this.authorize(req, (req.method ?? 'GET').toUpperCase(), url, rec);
     } catch (e) {
       const err = e instanceof ApiError ? e : internalError(String(e));
       rec.status = err.code;
       writeHttpError(socket, err.status);
+      return;
+    }
+    const other = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(attach|portforward)$/.exec(url.pathname);
+    if (other) {
+      // Not served here, but admitted first as the API server would, so that policies on them can be exercised.
+      const [, ns = '', pod = '', sub = ''] = other.map((x) => decodeURIComponent(x));
+      try {
+        this.connectAdmitted(ns, pod, sub, url.searchParams, user, rec);
+        throw badRequest(`pods/${sub} is not served by this local Kubernetes API (only pods/exec)`);
+      } catch (e) {
+        const err = e instanceof ApiError ? e : internalError(String(e));
+        rec.status = err.code;
+        writeHttpError(socket, err.status);
+      }
       return;
     }
     const route = this.resolveResource(url.pathname);
@@ -322,6 +341,15 @@ export class ApiServer {
       );
       return;
     }
+    try {
+      // A CONNECT is admitted with its PodExecOptions before the pod is looked at (ConnectResource).
+      this.connectAdmitted(route.namespace, route.name, 'exec', url.searchParams, user, rec);
+    } catch (e) {
+      const err = e instanceof ApiError ? e : internalError(String(e));
+      rec.status = err.code;
+      writeHttpError(socket, err.status);
+      return;
+    }
     this.d.exec.upgrade(
       req,
       socket,
@@ -331,6 +359,80 @@ export class ApiServer {
         rec.status = code;
       },
     );
+  }
+
+  /** Admission of a CONNECT with its options object (v1.PodExecOptions, PodAttachOptions, PodPortForwardOptions). */
+  private connectAdmitted(
+    namespace: string,
+    pod: string,
+    sub: string,
+    query: URLSearchParams,
+    user: UserInfo,
+    rec: RequestRecord,
+  ): void {
+    const kind = { exec: 'PodExecOptions', attach: 'PodAttachOptions' }[sub] ?? 'PodPortForwardOptions';
+    // As unstructured: false booleans and an empty container are left out (omitempty); command is always there.
+    const options: JsonObject = { kind, apiVersion: 'v1' };
+    if (sub === 'portforward') {
+      const ports = query
+        .getAll('ports')
+        .flatMap((p) => p.split(','))
+        .filter((p) => /^\d+$/.test(p));
+      if (ports.length > 0) options.ports = ports.map(Number);
+    } else {
+      for (const k of ['stdin', 'stdout', 'stderr', 'tty'] as const)
+        if (parseBool(query.get(k))) options[k] = true;
+      const container = query.get('container');
+      if (container) options.container = container;
+    }
+    if (sub === 'exec') {
+      const command = query.getAll('command');
+      options.command = command.length > 0 ? command : null;
+    }
+    const out = this.d.admission.validate({
+      operation: 'CONNECT',
+      group: '',
+      version: 'v1',
+      resource: 'pods',
+      subresource: sub,
+      kind: { group: '', version: 'v1', kind },
+      namespace,
+      name: pod,
+      object: options,
+      oldObject: null,
+      user,
+      dryRun: false,
+    });
+    if (Object.keys(out.audit).length > 0) rec.annotations = out.audit;
+  }
+
+  /** Validating admission for one client write, its warnings and audit annotations kept for the answer. */
+  private admitter(
+    user: UserInfo | undefined,
+    dryRun: boolean,
+    warnings: string[],
+    rec: RequestRecord,
+  ): Admit {
+    return (w) => {
+      if (!user) return;
+      const a: AdmissionRequest = {
+        operation: w.operation,
+        group: w.def.group,
+        version: w.def.version,
+        resource: w.def.plural,
+        subresource: w.subresource ?? '',
+        kind: { group: w.def.group, version: w.def.version, kind: w.def.kind },
+        namespace: w.namespace ?? '',
+        name: w.name,
+        object: w.object,
+        oldObject: w.oldObject,
+        user,
+        dryRun,
+      };
+      const out = this.d.admission.validate(a);
+      warnings.push(...out.warnings);
+      if (Object.keys(out.audit).length > 0) rec.annotations = { ...rec.annotations, ...out.audit };
+    };
   }
 
   // ---------------------------------------------------------------- routing
@@ -344,6 +446,7 @@ export class ApiServer {
     body: string,
     raw: Buffer,
     user: UserInfo | undefined,
+    rec: RequestRecord,
   ): Promise<void> {
     const path = url.pathname.replace(/\/+$/, '') || '/';
     const accept = String(req.headers.accept ?? '');
@@ -417,7 +520,7 @@ export class ApiServer {
       url.searchParams,
       accept,
       String(req.headers['content-type'] ?? ''),
-      { text: body, raw, userAgent: String(req.headers['user-agent'] ?? ''), user },
+      { text: body, raw, userAgent: String(req.headers['user-agent'] ?? ''), user, rec },
       res,
     );
   }
@@ -479,12 +582,18 @@ export class ApiServer {
     }
   }
 
-  private writeContext(query: URLSearchParams, userAgent: string): WriteContext {
+  private writeContext(
+    query: URLSearchParams,
+    payload: { userAgent: string; user: UserInfo | undefined; rec: RequestRecord },
+  ): WriteContext {
     const fv = query.get('fieldValidation');
     const fieldValidation: FieldValidation = fv === 'Strict' || fv === 'Ignore' ? fv : 'Warn';
     // As the API server: the fieldManager parameter, else the User-Agent up to its first '/'.
-    const fieldManager = query.get('fieldManager') || userAgent.split('/')[0] || 'unknown';
-    return { fieldValidation, dryRun: query.getAll('dryRun').includes('All'), warnings: [], fieldManager };
+    const fieldManager = query.get('fieldManager') || payload.userAgent.split('/')[0] || 'unknown';
+    const dryRun = query.getAll('dryRun').includes('All');
+    const warnings: string[] = [];
+    const admit = this.admitter(payload.user, dryRun, warnings, payload.rec);
+    return { fieldValidation, dryRun, warnings, fieldManager, admit };
   }
 
   private filter(r: ResourceRoute, query: URLSearchParams): Filter {
@@ -503,7 +612,7 @@ export class ApiServer {
     query: URLSearchParams,
     accept: string,
     contentType: string,
-    payload: { text: string; raw: Buffer; userAgent: string; user: UserInfo | undefined },
+    payload: { text: string; raw: Buffer; userAgent: string; user: UserInfo | undefined; rec: RequestRecord },
     res: ServerResponse,
   ): Promise<void> {
     const { objects } = this.d;
@@ -582,17 +691,17 @@ export class ApiServer {
         return;
       }
       case 'create': {
-        const ctx = this.writeContext(query, payload.userAgent);
+        const ctx = this.writeContext(query, payload);
         const out = objects.create(r.def, r.namespace, decode(), ctx);
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'update': {
-        const ctx = this.writeContext(query, payload.userAgent);
+        const ctx = this.writeContext(query, payload);
         const out = objects.replace(r.def, r.namespace, r.name as string, r.subresource, decode(), ctx);
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'patch': {
-        const ctx = this.writeContext(query, payload.userAgent);
+        const ctx = this.writeContext(query, payload);
         const out = objects.patch(
           r.def,
           r.namespace,
@@ -605,12 +714,18 @@ export class ApiServer {
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'delete': {
-        const out = objects.delete(r.def, r.namespace, r.name as string, this.deleteOptions(body, query));
-        return sendJson(res, out.code, out.body);
+        const warnings: string[] = [];
+        const opts = this.deleteOptions(body, query);
+        opts.admit = this.admitter(payload.user, opts.dryRun === true, warnings, payload.rec);
+        const out = objects.delete(r.def, r.namespace, r.name as string, opts);
+        return sendJson(res, out.code, out.body, 'application/json', warningHeader(warnings));
       }
       case 'deletecollection': {
-        const out = objects.deleteCollection(r.def, this.filter(r, query), this.deleteOptions(body, query));
-        return sendJson(res, 200, out);
+        const warnings: string[] = [];
+        const opts = this.deleteOptions(body, query);
+        opts.admit = this.admitter(payload.user, opts.dryRun === true, warnings, payload.rec);
+        const out = objects.deleteCollection(r.def, this.filter(r, query), opts);
+        return sendJson(res, 200, out, 'application/json', warningHeader(warnings));
       }
     }
   }

@@ -1,279 +1,154 @@
 /**
- * The ValidatingAdmissionPolicy that limits the handlers' pods/exec to the NAT gateway pods
- * (infra/rbac/exec-policy.yaml). Its CEL expressions are evaluated here, as written in the file, by a small
- * evaluator for exactly the CEL they use (string and boolean literals, field selection, has(), ==, !=, !, &&, ||, +,
- * startsWith() and exists()), against the admission requests a CONNECT on pods/exec produces. An evaluation error
- * counts as a denial, as the policy's failurePolicy Fail makes it.
+ * The ValidatingAdmissionPolicy that limits the handlers' pods/exec to the NAT gateway pods and to the commands the
+ * product sends (infra/rbac/exec-policy.yaml), applied with the handlers' RBAC to the local Kubernetes API and
+ * exercised through it: exec upgrades (WebSocket, as the product's gateway adapter and kubectl 1.32 send them) as the
+ * handlers' identity, accepted (101) or refused with the API server's Status. The policy's CEL runs on a CEL
+ * implementation tested against the CEL spec (local/kube-api/admission.ts), not on a model written for this test.
  *
- * What this does not prove: that a given API server version evaluates them the same way; that is for a real cluster
- * (docs/deploy-eks.md shows how to check it there).
+ * Also kept in step here: the policy's operation list with NAT_GW_OPS, its inspection commands with
+ * INSPECTION_ARGV, and its argument check with the product's own (natGatewayArgv accepts exactly what the policy
+ * admits). test/conformance/admission.test.ts runs the same policy through kubectl and client-node.
+ *
+ * What this does not prove: that a given API server version evaluates CEL identically (its library has Kubernetes
+ * extensions this policy does not use); docs/deploy-eks.md shows the check on a real cluster.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { isCelError, run } from '@bufbuild/cel';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { parseAllDocuments } from 'yaml';
+import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
+import { adminFetch } from '../../local/kube-api/testing.js';
+import { INSPECTION_ARGV } from '../../shared/audit/inspect.js';
 import { GATEWAY_CONTAINER } from '../../shared/domain/kube-ovn.js';
+import { NAT_GW_OPS, natGatewayArgv } from '../../shared/domain/nat-gateway.js';
 
 const root = join(import.meta.dirname, '../..');
-// biome-ignore lint/suspicious/noExplicitAny: YAML documents and CEL values are dynamic
+// biome-ignore lint/suspicious/noExplicitAny: YAML documents are dynamic
 type Any = any;
 const docs = (file: string): Any[] =>
   parseAllDocuments(readFileSync(join(root, file), 'utf8')).map((d) => d.toJS());
 const [policy, binding] = docs('infra/rbac/exec-policy.yaml');
+const variable = (name: string) =>
+  policy.spec.variables.find((v: Any) => v.name === name).expression as string;
 
-// ------------------------------------------------------------------------------- a tiny CEL evaluator
+const HANDLERS = 'handlers-token';
+const WIDE = 'wide-token';
+const GW = 'vpc-nat-gw-gw1-0';
+const EIP_ADD = natGatewayArgv('eip-add', ['172.18.0.11/24,172.18.0.1']);
 
-type Token = { kind: 'str' | 'id' | 'op'; text: string };
+let api: KubeApi;
 
-// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
-function tokenize(src: string): Token[] {
-  const out: Token[] = [];
-  let i = 0;
-  while (i < src.length) {
-    const c = src[i]!;
-    if (/\s/.test(c)) i++;
-    else if (c === "'" || c === '"') {
-      const end = src.indexOf(c, i + 1);
-      if (end < 0) throw new Error('unterminated string');
-      out.push({ kind: 'str', text: src.slice(i + 1, end) });
-      i = end + 1;
-    } else if (/[A-Za-z_]/.test(c)) {
-      const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(src.slice(i))![0];
-      out.push({ kind: 'id', text: m });
-      i += m.length;
-    } else {
-      const two = src.slice(i, i + 2);
-      if (['&&', '||', '==', '!='].includes(two)) {
-        out.push({ kind: 'op', text: two });
-        i += 2;
-      } else if ('!().,+'.includes(c)) {
-        out.push({ kind: 'op', text: c });
-        i++;
-      } else throw new Error(`unsupported character ${c} in CEL expression`);
-    }
-  }
-  return out;
+async function apply(obj: Any): Promise<void> {
+  const group = obj.apiVersion.includes('/') ? `apis/${obj.apiVersion}` : `api/${obj.apiVersion}`;
+  const plural = `${obj.kind.toLowerCase().replace(/y$/, 'ie')}s`;
+  const ns = obj.metadata.namespace ? `namespaces/${obj.metadata.namespace}/` : '';
+  const r = await adminFetch(`${api.url}/${group}/${ns}${plural}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(obj),
+  });
+  expect(r.status, await r.clone().text()).toBe(201);
 }
 
-type Node = (vars: Record<string, Any>) => Any;
-
-function compile(src: string): Node {
-  const t = tokenize(src);
-  let p = 0;
-  const peek = (text?: string) => (text === undefined ? t[p] : t[p]?.text === text ? t[p] : undefined);
-  const eat = (text: string) => {
-    if (t[p]?.text !== text) throw new Error(`expected ${text} at token ${p} in ${src}`);
-    p++;
-  };
-  const bool = (v: Any): boolean => {
-    if (typeof v !== 'boolean') throw new Error(`no such overload: expected bool, got ${JSON.stringify(v)}`);
-    return v;
-  };
-  const select = (v: Any, field: string): Any => {
-    if (v === null || typeof v !== 'object' || !Object.hasOwn(v, field))
-      throw new Error(`no such key: ${field}`);
-    return v[field];
-  };
-
-  function or(): Node {
-    let left = and();
-    while (peek('||')) {
-      p++;
-      const l = left;
-      const r = and();
-      left = (v) => bool(l(v)) || bool(r(v));
-    }
-    return left;
-  }
-  function and(): Node {
-    let left = unary();
-    while (peek('&&')) {
-      p++;
-      const l = left;
-      const r = unary();
-      left = (v) => bool(l(v)) && bool(r(v));
-    }
-    return left;
-  }
-  function unary(): Node {
-    if (peek('!')) {
-      p++;
-      const e = unary();
-      return (v) => !bool(e(v));
-    }
-    return cmp();
-  }
-  function cmp(): Node {
-    const l = add();
-    const op = peek('==') ?? peek('!=');
-    if (!op) return l;
-    p++;
-    const r = add();
-    return (v) => {
-      const [a, b] = [l(v), r(v)];
-      if (typeof a !== typeof b) throw new Error(`no such overload: ${typeof a} ${op.text} ${typeof b}`);
-      return op.text === '==' ? a === b : a !== b;
-    };
-  }
-  function add(): Node {
-    let left = postfix();
-    while (peek('+')) {
-      p++;
-      const l = left;
-      const r = postfix();
-      left = (v) => {
-        const [a, b] = [l(v), r(v)];
-        if (typeof a !== 'string' || typeof b !== 'string') throw new Error('no such overload: +');
-        return a + b;
-      };
-    }
-    return left;
-  }
-  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
-  function postfix(): Node {
-    let e = primary();
-    while (peek('.')) {
-      p++;
-      const name = t[p++]!;
-      if (name.kind !== 'id') throw new Error('expected a field or method name');
-      const target = e;
-      if (peek('(')) {
-        p++;
-        if (name.text === 'startsWith') {
-          const arg = or();
-          eat(')');
-          e = (v) => {
-            const [s, prefix] = [target(v), arg(v)];
-            if (typeof s !== 'string' || typeof prefix !== 'string')
-              throw new Error('no such overload: startsWith');
-            return s.startsWith(prefix);
-          };
-        } else if (name.text === 'exists') {
-          const variable = t[p++]!.text;
-          eat(',');
-          const body = or();
-          eat(')');
-          e = (v) => {
-            const list = target(v);
-            if (!Array.isArray(list)) throw new Error('no such overload: exists');
-            return list.some((x) => bool(body({ ...v, [variable]: x })));
-          };
-        } else throw new Error(`unsupported method ${name.text}`);
-      } else e = (v) => select(target(v), name.text);
-    }
-    return e;
-  }
-  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
-  function primary(): Node {
-    const tok = t[p++];
-    if (!tok) throw new Error('unexpected end');
-    if (tok.kind === 'str') return () => tok.text;
-    if (tok.text === '(') {
-      const e = or();
-      eat(')');
-      return e;
-    }
-    if (tok.text === 'true' || tok.text === 'false') return () => tok.text === 'true';
-    if (tok.text === 'has') {
-      // has(a.b.c): a.b is evaluated, the presence of c in it is tested.
-      eat('(');
-      const path = [t[p++]!.text];
-      while (peek('.')) {
-        p++;
-        path.push(t[p++]!.text);
-      }
-      eat(')');
-      if (path.length < 2) throw new Error('has() needs a field selection');
-      const last = path.pop()!;
-      return (v) => {
-        let o: Any = v[path[0]!];
-        for (const f of path.slice(1)) o = select(o, f);
-        return o !== null && typeof o === 'object' && Object.hasOwn(o, last);
-      };
-    }
-    if (tok.kind === 'id')
-      return (v) => {
-        if (!(tok.text in v)) throw new Error(`undeclared reference ${tok.text}`);
-        return v[tok.text];
-      };
-    throw new Error(`unexpected ${tok.text}`);
-  }
-  const e = or();
-  if (p !== t.length) throw new Error(`trailing tokens in ${src}`);
-  return e;
-}
-
-/** The policy's decision: not matched, allowed, or denied with its message. */
-function admit(vars: { request: Any; object: Any }): {
-  matched: boolean;
-  allowed: boolean;
-  message?: string;
-} {
-  const r = vars.request;
-  const rules = policy.spec.matchConstraints.resourceRules as Any[];
-  const resource = `${r.resource.resource}/${r.subResource}`;
-  const inScope = rules.some(
-    (x) =>
-      x.operations.includes(r.operation) &&
-      x.resources.includes(resource) &&
-      x.apiGroups.includes(r.resource.group),
-  );
-  if (!inScope) return { matched: false, allowed: true };
-  for (const c of policy.spec.matchConditions as Any[]) {
-    if (!compile(c.expression)(vars)) return { matched: false, allowed: true };
-  }
-  for (const v of policy.spec.validations as Any[]) {
-    let ok: boolean;
-    try {
-      ok = compile(v.expression)(vars) === true;
-    } catch {
-      ok = false; // failurePolicy: Fail
-    }
-    if (!ok) return { matched: true, allowed: false, message: compile(v.messageExpression)(vars) };
-  }
-  return { matched: true, allowed: true };
-}
-
-// ------------------------------------------------------------------------------- sample requests
-
-const HANDLERS = {
-  username: 'arn:aws:sts::123456789012:assumed-role/eip-lambdas-prod-add-eu-west-1/fn',
-  groups: ['eip-lambdas:handlers', 'system:authenticated'],
-};
-
-function connect(
-  pod: string,
-  opts: { sub?: string; container?: string | null; stdin?: boolean; tty?: boolean; user?: Any } = {},
-) {
-  const sub = opts.sub ?? 'exec';
-  const object: Any = {
-    kind: sub === 'exec' ? 'PodExecOptions' : sub === 'attach' ? 'PodAttachOptions' : 'PodPortForwardOptions',
+beforeAll(async () => {
+  api = await startKubeApi({
+    tokens: [
+      // The handlers as EKS maps their role (an access entry with the group infra/rbac binds).
+      {
+        token: HANDLERS,
+        user: 'arn:aws:sts::123456789012:assumed-role/eip-lambdas-prod-add-eu-west-1/fn',
+        groups: ['eip-lambdas:handlers'],
+      },
+      // Someone in the handlers' group whom RBAC lets attach and port-forward too: the policy still refuses.
+      { token: WIDE, user: 'wide', groups: ['eip-lambdas:handlers'] },
+    ],
+  });
+  for (const d of [...docs('infra/rbac/handlers.yaml'), policy, binding]) await apply(d);
+  await apply({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: 'wide', namespace: 'kube-system' },
+    rules: [{ apiGroups: [''], resources: ['pods/attach', 'pods/portforward'], verbs: ['get', 'create'] }],
+  });
+  await apply({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: 'wide', namespace: 'kube-system' },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'wide' },
+    subjects: [{ kind: 'User', name: 'wide' }],
+  });
+  const pod = (name: string, labels: Record<string, string>, containers: string[]) => ({
     apiVersion: 'v1',
-  };
-  if (sub !== 'portforward') {
-    if (opts.container !== null) object.container = opts.container ?? GATEWAY_CONTAINER;
-    object.stdout = true;
-    object.stderr = true;
-    if (opts.stdin !== undefined) object.stdin = opts.stdin;
-    if (opts.tty !== undefined) object.tty = opts.tty;
-    if (sub === 'exec')
-      object.command = ['bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '172.18.0.11/24,172.18.0.1'];
-  }
-  return {
-    request: {
-      operation: 'CONNECT',
-      resource: { group: '', version: 'v1', resource: 'pods' },
-      subResource: sub,
-      namespace: 'kube-system',
-      name: pod,
-      userInfo: opts.user ?? HANDLERS,
-    },
-    object,
-  };
+    kind: 'Pod',
+    metadata: { name, namespace: 'kube-system', labels },
+    spec: { containers: containers.map((c) => ({ name: c, image: 'local' })) },
+  });
+  await apply(pod(GW, { 'ovn.kubernetes.io/vpc-nat-gw': 'true' }, [GATEWAY_CONTAINER, 'debug']));
+  await apply(pod('my-vpc-nat-gw-gw1-0', {}, [GATEWAY_CONTAINER]));
+  await apply(pod('coredns-5d78c9869d-abcde', { 'k8s-app': 'kube-dns' }, ['coredns']));
+}, 30_000);
+
+afterAll(async () => {
+  await api?.close();
+});
+
+interface Upgrade {
+  status: number;
+  body?: Any;
 }
 
-describe('exec policy (infra/rbac/exec-policy.yaml)', () => {
-  it('is a v1 policy on CONNECT for pod exec, attach and portforward, bound with Deny', () => {
+/** One exec-style upgrade (GET, WebSocket) as `token`, optionally impersonating: 101, or the refusal. */
+function connect(
+  token: string,
+  pod: string,
+  o: {
+    sub?: 'exec' | 'attach' | 'portforward';
+    container?: string | null;
+    command?: readonly string[];
+    stdin?: boolean;
+    tty?: boolean;
+    as?: { user: string; groups: string[] };
+  } = {},
+): Promise<Upgrade> {
+  const q = new URLSearchParams();
+  if (o.container !== null) q.set('container', o.container ?? GATEWAY_CONTAINER);
+  for (const c of o.command ?? EIP_ADD) q.append('command', c);
+  q.set('stdout', 'true');
+  q.set('stderr', 'true');
+  if (o.stdin !== undefined) q.set('stdin', String(o.stdin));
+  if (o.tty !== undefined) q.set('tty', String(o.tty));
+  const headers: Record<string, string | string[]> = { authorization: `Bearer ${token}` };
+  if (o.as) {
+    headers['Impersonate-User'] = o.as.user;
+    headers['Impersonate-Group'] = o.as.groups;
+  }
+  const url = `${api.tlsUrl.replace('https', 'wss')}/api/v1/namespaces/kube-system/pods/${pod}/${o.sub ?? 'exec'}?${q}`;
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, ['v5.channel.k8s.io'], { headers, ca: api.ca });
+    ws.on('open', () => {
+      ws.terminate();
+      resolve({ status: 101 });
+    });
+    ws.on('unexpected-response', (_req, res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => {
+        text += c.toString();
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+    });
+    ws.on('error', (e) => {
+      if (!/Unexpected server response/.test(e.message)) reject(e);
+    });
+  });
+}
+
+const DENIED_BY =
+  "ValidatingAdmissionPolicy 'eip-lambdas-exec-gateway-pods-only' with binding 'eip-lambdas-exec-gateway-pods-only' denied request: ";
+
+describe('exec policy (infra/rbac/exec-policy.yaml) in the local API', () => {
+  it('is a v1 policy on CONNECT for pod exec, attach and portforward, bound with Deny, for the group handlers.yaml binds', () => {
     expect(policy).toMatchObject({
       apiVersion: 'admissionregistration.k8s.io/v1',
       kind: 'ValidatingAdmissionPolicy',
@@ -291,9 +166,6 @@ describe('exec policy (infra/rbac/exec-policy.yaml)', () => {
       kind: 'ValidatingAdmissionPolicyBinding',
       spec: { policyName: policy.metadata.name, validationActions: ['Deny'] },
     });
-  });
-
-  it('matches the group handlers.yaml binds (the group the access entries map the roles to)', () => {
     const groups = docs('infra/rbac/handlers.yaml')
       .filter((d) => d.kind.endsWith('Binding'))
       .flatMap((d) => d.subjects.map((s: Any) => s.name));
@@ -301,47 +173,131 @@ describe('exec policy (infra/rbac/exec-policy.yaml)', () => {
     expect(policy.spec.matchConditions[0].expression).toContain("'eip-lambdas:handlers'");
   });
 
-  it('allows the handlers an exec into the vpc-nat-gw container of a gateway pod, as the adapter sends it', () => {
-    expect(admit(connect('vpc-nat-gw-gw1-0'))).toEqual({ matched: true, allowed: true });
-    expect(admit(connect('vpc-nat-gw-gw1-0', { stdin: false, tty: false }))).toEqual({
-      matched: true,
-      allowed: true,
+  it("lists exactly the product's nat-gateway.sh operations and inspection commands (update the policy's variables when these change)", () => {
+    const ops = run(variable('natGatewayOps'));
+    const inspections = run(variable('inspections'));
+    if (isCelError(ops) || isCelError(inspections)) throw new Error('the policy variables do not evaluate');
+    expect([...(ops as Iterable<string>)].sort()).toEqual([...NAT_GW_OPS].sort());
+    expect([...(inspections as Iterable<Iterable<string>>)].map((a) => [...a])).toEqual(
+      Object.values(INSPECTION_ARGV).map((a) => [...a]),
+    );
+  });
+
+  it('admits the handlers every command the product sends into the vpc-nat-gw container of a gateway pod', async () => {
+    const sent = [
+      ...NAT_GW_OPS.map((op) => natGatewayArgv(op, ['172.18.0.11/24,172.18.0.1'])),
+      natGatewayArgv('eip-ingress-qos-add', ['172.18.0.11', '1', '10.5', '1']),
+      ...Object.values(INSPECTION_ARGV),
+    ];
+    for (const command of sent)
+      expect(await connect(HANDLERS, GW, { command }), command.join(' ')).toEqual({ status: 101 });
+    expect(await connect(HANDLERS, GW, { stdin: false, tty: false })).toEqual({ status: 101 });
+  });
+
+  it.each([
+    ['coredns-5d78c9869d-abcde', { container: 'coredns' }],
+    ['my-vpc-nat-gw-gw1-0', {}],
+    [GW, { container: 'debug' }],
+    [GW, { container: null }],
+    [GW, { stdin: true }],
+    [GW, { tty: true }],
+  ])('refuses the handlers an exec into %s %o with 403 and the reason', async (pod, opts) => {
+    const r = await connect(HANDLERS, pod, opts as Any);
+    expect(r.status).toBe(403);
+    const message = `${DENIED_BY}eip-lambdas may only exec, without stdin or tty, into the vpc-nat-gw container of a NAT gateway pod (vpc-nat-gw-*); refused: exec on kube-system/${pod}`;
+    expect(r.body).toEqual({
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: `pods "${pod}" is forbidden: ${message}`,
+      reason: 'Forbidden',
+      details: { name: pod, kind: 'pods', causes: [{ message }] },
+      code: 403,
     });
   });
 
   it.each([
-    ['coredns-5d78c9869d-abcde', {}],
-    ['aws-node-x7k2p', {}],
-    ['kube-ovn-controller-7f9c5b8d4-q2w3e', {}],
-    ['ovs-ovn-abcde', {}],
-    ['my-vpc-nat-gw-gw1-0', {}],
-    ['vpc-nat-gw-gw1-0', { container: 'debug' }],
-    ['vpc-nat-gw-gw1-0', { container: null }],
-    ['vpc-nat-gw-gw1-0', { stdin: true }],
-    ['vpc-nat-gw-gw1-0', { tty: true }],
-    ['vpc-nat-gw-gw1-0', { sub: 'attach' }],
-    ['vpc-nat-gw-gw1-0', { sub: 'portforward' }],
-  ])('denies the handlers %s %o, saying why', (pod, opts) => {
-    const d = admit(connect(pod, opts as Any));
-    expect(d.allowed).toBe(false);
-    expect(d.message).toMatch(new RegExp(`refused: ${(opts as Any).sub ?? 'exec'} on kube-system/${pod}$`));
+    [['sh', '-c', 'ip addr']],
+    [['bash', '-c', 'bash /kube-ovn/nat-gateway.sh eip-add 1.2.3.4/24']],
+    [['bash', '/kube-ovn/nat-gateway.sh', 'init', '10.0.1.254']],
+    [['bash', '/kube-ovn/nat-gateway.sh']],
+    [['bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '1.2.3.4/24;reboot']],
+    [['bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '$(reboot)']],
+    [['bash', '/tmp/nat-gateway.sh', 'eip-add', '1.2.3.4/24']],
+    [['/kube-ovn/nat-gateway.sh', 'eip-add', '1.2.3.4/24']],
+    [['ip', 'addr', 'add', '1.2.3.4/24', 'dev', 'net1']],
+    [['ip', '-o', 'addr', 'show', 'dev', 'eth0']],
+    [['tc', '-p', 'filter', 'show', 'dev', 'net1', 'parent', 'ffff:', 'extra']],
+    [['kill', '1']],
+    [['cat', '/etc/shadow']],
+  ])('refuses the handlers the command %j in a gateway pod, naming it', async (command) => {
+    const r = await connect(HANDLERS, GW, { command });
+    expect(r.status).toBe(403);
+    expect(r.body.message).toBe(
+      `pods "${GW}" is forbidden: ${DENIED_BY}eip-lambdas may only run bash /kube-ovn/nat-gateway.sh with an operation it sends, or a read-only inspection command, in a NAT gateway pod; refused: ${command.join(' ')} on kube-system/${GW}`,
+    );
   });
 
-  it('leaves everyone else alone', () => {
-    const admin = { username: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] };
-    expect(admit(connect('coredns-5d78c9869d-abcde', { user: admin }))).toEqual({
-      matched: false,
-      allowed: true,
+  it('refuses attach and port-forward to the handlers even where RBAC would allow them', async () => {
+    for (const sub of ['attach', 'portforward'] as const) {
+      expect((await connect(HANDLERS, GW, { sub })).body.message).toMatch(
+        `User "arn:aws:sts::123456789012:assumed-role/eip-lambdas-prod-add-eu-west-1/fn" cannot get resource "pods/${sub}"`,
+      );
+      const r = await connect(WIDE, GW, { sub, command: [] });
+      expect(r.status).toBe(403);
+      expect(r.body.message).toMatch(`refused: ${sub} on kube-system/${GW}`);
+    }
+  });
+
+  it('accepts exactly the arguments the product itself accepts (natGatewayArgv)', async () => {
+    const args = [
+      '172.18.0.11/24,172.18.0.1',
+      'fd00::5/64',
+      '172.18.0.5,1,10.5,1',
+      'a'.repeat(200),
+      'a'.repeat(201),
+      '',
+      '1.2.3.4 5.6.7.8',
+      '1.2.3.4\n',
+      "1.2.3.4'",
+      '1.2.3.4|x',
+      '1.2.3.4&',
+      '../../etc',
+      'ä',
+      '-h',
+    ];
+    for (const a of args) {
+      let product = true;
+      try {
+        natGatewayArgv('eip-del', [a]);
+      } catch {
+        product = false;
+      }
+      const r = await connect(HANDLERS, GW, { command: ['bash', '/kube-ovn/nat-gateway.sh', 'eip-del', a] });
+      expect(r.status === 101, JSON.stringify(a)).toBe(product);
+    }
+  });
+
+  it('leaves everyone else alone, whatever RBAC allows them', async () => {
+    const admin = 'local-token';
+    expect(
+      await connect(admin, 'coredns-5d78c9869d-abcde', { container: 'coredns', command: ['true'] }),
+    ).toEqual({
+      status: 101,
     });
-    const kubeOvn = { username: 'system:serviceaccount:kube-system:ovn', groups: ['system:serviceaccounts'] };
-    expect(admit(connect('vpc-nat-gw-gw1-0', { user: kubeOvn, container: 'debug' })).matched).toBe(false);
-  });
-
-  it('the evaluator itself: errors and short-circuits as CEL does for these operators', () => {
-    expect(() => compile('object.missing == "x"')({ object: {} })).toThrow(/no such key/);
-    expect(compile('has(object.a) && object.a == "x"')({ object: {} })).toBe(false);
-    expect(compile('!(has(object.a) && object.a)')({ object: { a: true } })).toBe(false);
-    expect(() => compile('object.a == true')({ object: { a: 'true' } })).toThrow(/no such overload/);
-    expect(compile("['a'].exists(g, g == 'a')".replace("['a']", 'xs'))({ xs: ['b', 'a'] })).toBe(true);
+    expect(await connect(admin, GW, { container: 'debug', command: ['sh', '-c', 'true'] })).toEqual({
+      status: 101,
+    });
+    // The same request as someone in the handlers' group (and in system:masters, so RBAC allows it): refused.
+    const r = await connect(admin, GW, {
+      container: 'debug',
+      command: ['true'],
+      as: { user: 'probe', groups: ['eip-lambdas:handlers', 'system:masters'] },
+    });
+    expect([r.status, r.body.message]).toEqual([
+      403,
+      expect.stringContaining(`${DENIED_BY}eip-lambdas may only exec`),
+    ]);
   });
 });
