@@ -1,12 +1,19 @@
 /**
  * The local stack: everything the product needs, in one process, on loopback — dynalite, the local Kubernetes API
  * with the kube-ovn stand-ins, the bridge with the in-process sink, and the four handlers on the real adapters.
- * `npm start` (scripts/start.ts) runs it; the end-to-end tests start it in-process.
+ * Each component talks to the API as its own identity (local/identities.ts), under the RBAC and admission policy
+ * infra/ deploys; the kubeconfig the stack prints is the administrator's. `npm start` (scripts/start.ts) runs it;
+ * the end-to-end tests start it in-process.
  */
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ApiException, type KubernetesObject, KubernetesObjectApi } from '@kubernetes/client-node';
+import {
+  ApiException,
+  type KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+} from '@kubernetes/client-node';
 import { buildDeps } from '../shared/adapters/live.js';
 import { auditDepsOf, startDriftRepair } from '../shared/audit/live.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
@@ -20,6 +27,7 @@ import { MetricRecorder } from './dashboard/recorder.js';
 import { type Dashboard, type DriftCheck, OutcomeLog, startDashboard } from './dashboard/server.js';
 import { demoObjects } from './demo.js';
 import { localDynamoClient, startLocalDynamo } from './dynamo.js';
+import { type Component, componentTokens, labManifests, type Manifest } from './identities.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
 import { kubeConfigFromFile } from './kubeconfig.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
@@ -82,7 +90,10 @@ export interface LocalStack {
   /** The kube-ovn release the lab plays. */
   kubeOvnRelease: KubeOvnRelease;
   bridge: Bridge;
+  /** The administrator's kubeconfig. */
   kubeconfig: string;
+  /** Each component's kubeconfig, beside the administrator's (kubeconfig-handlers, -bridge, -kube-ovn). */
+  kubeconfigs: Record<Component, string>;
   dynamodbEndpoint: string;
   tableName: string;
   /** The handlers' DynamoDB client (benchmarks count its requests with a middleware). */
@@ -142,20 +153,40 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       `dynamodb: dynalite at ${dynamo.endpoint}, table ${TABLE_NAME}${dataDir ? ` (data in ${dataDir}/dynamodb)` : ' (in memory)'}`,
     );
 
+    const tokens = componentTokens();
     const api = await startKubeApi({
       kubeOvnRelease: release,
       ...(options.port !== undefined && { port: options.port }),
       ...(dataDir && { dataDir: join(dataDir, 'kube') }),
       ...(gatewayBackend && { gatewayBackend }),
+      tokens: Object.values(tokens),
     });
     stops.push(() => api.close());
     await mkdir(dirname(kubeconfig), { recursive: true });
     await api.writeKubeconfig(kubeconfig);
-    say(`kubernetes: local API at ${api.url}, kubeconfig ${kubeconfig}; gateways play kube-ovn ${release}`);
+    const kubeconfigs = {} as Record<Component, string>;
+    for (const [c, t] of Object.entries(tokens) as [Component, { token: string }][]) {
+      kubeconfigs[c] = `${kubeconfig}-${c}`;
+      await api.writeKubeconfig(kubeconfigs[c], t.token);
+    }
+    say(
+      `kubernetes: local API at ${api.tlsUrl}, kubeconfig ${kubeconfig} (administrator); gateways play kube-ovn ${release}`,
+    );
 
     const kubeConfig = kubeConfigFromFile(kubeconfig);
+    const { docs, notes } = labManifests();
+    await applyManifests(kubeConfig, docs);
+    say(
+      `rbac: applied ${docs.length} objects (${notes.join('; ')}, kube-ovn's local/rbac/kube-ovn.yaml); components run as ${Object.values(
+        tokens,
+      )
+        .map((t) => t.user)
+        .join(', ')}, kubeconfigs ${Object.values(kubeconfigs).join(', ')}`,
+    );
+    const as = (c: Component) => kubeConfigFromFile(kubeconfigs[c]);
+    const kubeOvnConfig = as('kube-ovn');
     const standIns = await startStandIns({
-      kubeConfig,
+      kubeConfig: kubeOvnConfig,
       namespace: NAMESPACE,
       log: (l) => log.debug(l),
       featureSwitch: true,
@@ -164,7 +195,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     stops.push(() => standIns.stop());
     if (options.kubeOvnEipController) {
       const model = await startKubeOvnEipModel({
-        kubeConfig,
+        kubeConfig: kubeOvnConfig,
         namespace: NAMESPACE,
         mode: options.kubeOvnEipController,
         log: (l) => log.info(l),
@@ -176,8 +207,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       );
     }
 
+    const handlersConfig = as('handlers');
     const config = loadConfig({
-      KUBECONFIG: kubeconfig,
+      KUBECONFIG: kubeconfigs.handlers,
       TABLE_NAME,
       DYNAMODB_ENDPOINT: dynamo.endpoint,
       EIP_NAMESPACE: NAMESPACE,
@@ -196,7 +228,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     const outcomes = recorder ? new OutcomeLog() : undefined;
     const deps = {
       ...buildDeps(config, {
-        kubeConfig,
+        kubeConfig: handlersConfig,
         dynamo: client,
         log,
         ...(recorder && { metrics: recorder.forService(config.service) }),
@@ -212,7 +244,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ...(outcomes && { onOutcome: (event, outcome) => outcomes.add(event, outcome) }),
     });
     const bridge = await startBridge({
-      kubeConfig,
+      kubeConfig: as('bridge'),
       namespace: NAMESPACE,
       sink,
       log,
@@ -226,9 +258,14 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     // What the hourly gc function does on AWS — garbage collection (the gateway pods' own addresses reserved), then
     // the drift check and repair — runs beside the bridge's resync, on the same period, and once before `ready:`
     // (docs/adr/0039-drift-repair.md). Its own timer (not startDriftRepair's) so the dashboard gets each run's summary.
-    const drift = startDriftRepair(auditDepsOf(config, deps, { kubeConfig, dynamo: client }), 0, {
-      collectFirst: true,
-    });
+    // The gc function's role is mapped to the handlers' group too (docs/deploy-eks.md).
+    const drift = startDriftRepair(
+      auditDepsOf(config, deps, { kubeConfig: handlersConfig, dynamo: client }),
+      0,
+      {
+        collectFirst: true,
+      },
+    );
     const driftMs = options.driftRepairMs ?? options.resyncMs ?? 600_000;
     let lastDrift: DriftCheck | undefined;
     const maintain = async (): Promise<void> => {
@@ -277,7 +314,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     await mkdir(dirname(stackFile), { recursive: true });
     await writeFile(
       stackFile,
-      `${JSON.stringify({ kubeconfig, dynamodbEndpoint: dynamo.endpoint, tableName: TABLE_NAME, namespace: NAMESPACE, api: api.url }, null, 2)}\n`,
+      `${JSON.stringify({ kubeconfig, kubeconfigs, dynamodbEndpoint: dynamo.endpoint, tableName: TABLE_NAME, namespace: NAMESPACE, api: api.tlsUrl }, null, 2)}\n`,
     );
     stops.push(async () => {
       await rm(stackFile, { force: true });
@@ -288,6 +325,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       kubeOvnRelease: release,
       bridge,
       kubeconfig,
+      kubeconfigs,
       dynamodbEndpoint: dynamo.endpoint,
       tableName: TABLE_NAME,
       dynamo: client,
@@ -299,6 +337,24 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   } catch (e) {
     await stop();
     throw e;
+  }
+}
+
+/** Creates each manifest, or replaces it when it exists (a restart with --data-dir), as the administrator. */
+async function applyManifests(kubeConfig: KubeConfig, docs: readonly Manifest[]): Promise<void> {
+  const client = KubernetesObjectApi.makeApiClient(kubeConfig);
+  for (const doc of docs) {
+    const obj = doc as KubernetesObject & { metadata: { name: string } };
+    try {
+      const existing = await client.read(obj);
+      await client.replace({
+        ...obj,
+        metadata: { ...obj.metadata, resourceVersion: existing.metadata?.resourceVersion ?? '' },
+      });
+    } catch (e) {
+      if (!(e instanceof ApiException && e.code === 404)) throw e;
+      await client.create(obj);
+    }
   }
 }
 

@@ -15,7 +15,9 @@ const RELEASES = KUBE_OVN_RELEASES.join(', ');
 const USAGE = `usage: npm start -- [options]
 
 Runs eip-lambdas on one machine: a local DynamoDB (dynalite), a local Kubernetes API with kube-ovn's CRDs and a
-simulated NAT gateway, the bridge, and the four handlers. Writes a kubeconfig for kubectl, then prints a line
+simulated NAT gateway, the bridge, and the four handlers, each component as its own identity under infra/'s RBAC
+and exec policy (kubeconfig-handlers, -bridge, -kube-ovn beside the kubeconfig). Writes the administrator's
+kubeconfig for kubectl, then prints a line
 starting with "ready:" (with dashboard=http://127.0.0.1:PORT/, the local dashboard: EIPs, subnet use, dead
 letters, handler outcomes and the CloudWatch dashboard's widgets from local metrics). Ctrl-C drains and exits.
 
@@ -130,6 +132,10 @@ async function main(): Promise<void> {
     `     kubectl --kubeconfig ${stack.kubeconfig} exec -n kube-system vpc-nat-gw-gw1-0 -c vpc-nat-gw -- ip -o addr show dev net1\n`,
   );
   process.stdout.write('     npm run invoke -- update events/update.json\n');
+  // Each component runs as its own identity under infra/'s RBAC and exec policy; its kubeconfig is beside this one.
+  process.stdout.write(
+    `as:  kubectl --kubeconfig ${stack.kubeconfigs.handlers} auth can-i --list -n kube-system   # the handlers (also ${stack.kubeconfigs.bridge}, ${stack.kubeconfigs['kube-ovn']})\n`,
+  );
   if (!values['no-demo']) void reportDemo(stack.kubeconfig);
 
   let stopping = false;
