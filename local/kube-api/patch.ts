@@ -286,6 +286,7 @@ function mergeKeyFor(field: string, parentField: string | undefined): string | u
     case 'env':
     case 'resourceClaims':
     case 'schedulingGates':
+    case 'matchConditions': // ValidatingAdmissionPolicySpec (patchMergeKey name)
       return 'name';
     case 'ports':
       return parentField === 'containers' ||

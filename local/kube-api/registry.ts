@@ -212,7 +212,6 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
     categories: ['api-extensions'],
     statusSubresource: true,
     generation: true,
-    strategicMerge: false,
     columns: [AGE],
   }),
   builtin({
@@ -223,7 +222,6 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
     namespaced: false,
     categories: ['api-extensions'],
     generation: true,
-    strategicMerge: false,
     columns: [AGE],
   }),
   review('authorization.k8s.io', 'selfsubjectaccessreviews', 'SelfSubjectAccessReview'),

@@ -15,8 +15,10 @@ import {
 } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
 import { startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
+import { IDENTITIES } from '../../local/identities.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFromFile } from '../../local/kubeconfig.js';
 import { memoryLogger } from '../../local/memory/logger.js';
@@ -35,6 +37,7 @@ const run = promisify(execFile);
 const root = join(import.meta.dirname, '../..');
 const sample = (f: string) => JSON.parse(readFileSync(join(root, 'events', f), 'utf8')) as EipEvent;
 const TABLE = 'handlers-it-ipam';
+const HANDLERS_TOKEN = 'handlers-it-token';
 
 let api: KubeApi;
 let dynamo: DynamoFixture;
@@ -52,13 +55,17 @@ const getEip = async (name: string) =>
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'eip-handlers-'));
   kubeconfig = join(dir, 'kubeconfig');
-  api = await startKubeApi();
+  api = await startKubeApi({ tokens: [{ token: HANDLERS_TOKEN, ...IDENTITIES.handlers }] });
   await api.writeKubeconfig(kubeconfig);
   dynamo = await startDynamoFixture();
   const client = await dynamo.table(TABLE, PRODUCT_RETRIES);
   const kc = kubeConfigFromFile(kubeconfig);
   const standIns = await startStandIns({ kubeConfig: kc });
   const objects = KubernetesObjectApi.makeApiClient(kc);
+  // The handlers' RBAC and exec policy, as `kubectl apply -k infra/rbac` sends them: the local API enforces both.
+  for (const file of ['handlers.yaml', 'exec-policy.yaml'])
+    for (const d of parseAllDocuments(readFileSync(join(root, 'infra/rbac', file), 'utf8')))
+      await objects.create(d.toJS() as KubernetesObject);
   for (const o of demoObjects('kube-system')) await objects.create(o as KubernetesObject);
   custom = kc.makeApiClient(CustomObjectsApi);
   const config = loadConfig({
@@ -66,15 +73,9 @@ beforeAll(async () => {
     TABLE_NAME: TABLE,
     DYNAMODB_ENDPOINT: dynamo.endpoint,
   });
-  // The handlers get their own credentials, so the RBAC test below can pick out exactly their requests.
+  // The handlers run as their own identity (as EKS maps their role), under infra/rbac and its exec policy.
   const handlersKc = new KubeConfig();
-  handlersKc.loadFromOptions({
-    clusters: [{ name: 'local', server: api.url, skipTLSVerify: true }],
-    // Basic auth (the local API ignores it) marks the handlers' requests in its log, which redacts credentials.
-    users: [{ name: 'handlers', username: 'handlers', password: 'handlers' }],
-    contexts: [{ name: 'local', cluster: 'local', user: 'handlers' }],
-    currentContext: 'local',
-  });
+  handlersKc.loadFromString(api.kubeconfigYaml(HANDLERS_TOKEN));
   deps = buildDeps(config, { kubeConfig: handlersKc, dynamo: client, log: memoryLogger('warn') });
   await eventuallyValue(() => api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'), {
     what: "the stand-in's gateway pod",
@@ -155,7 +156,9 @@ describe('handlers on the real adapters', () => {
     const text = readFileSync(join(root, 'infra/rbac/handlers.yaml'), 'utf8');
     expect(text).not.toMatch(/['"]?\*['"]?\s*[\],]/);
     const grants = loadGrants(join(root, 'infra/rbac/handlers.yaml'));
-    const mine = api.requests.all().filter((r) => r.headers.authorization?.startsWith('Basic '));
+    const mine = api.requests.all().filter((r) => r.user === IDENTITIES.handlers.user);
+    // The local API enforced handlers.yaml on each of them: nothing was refused.
+    expect(mine.filter((r) => r.status === 401 || r.status === 403)).toEqual([]);
     const attrs = mine.map((r) => attributesOf(r.method, r.path, r.query));
     // The flows above read, patch status and metadata, list rules and pods, and exec.
     for (const needed of [

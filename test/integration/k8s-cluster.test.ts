@@ -498,7 +498,9 @@ describe('helpers', () => {
     const dir = await mkdtemp(join(tmpdir(), 'kc-'));
     const file = join(dir, 'config');
     await writeFile(file, w.api.kubeconfigYaml());
-    expect(kubeConfigFromFile(undefined, { KUBECONFIG: file }).getCurrentCluster()?.server).toBe(w.api.url);
+    expect(kubeConfigFromFile(undefined, { KUBECONFIG: file }).getCurrentCluster()?.server).toBe(
+      w.api.tlsUrl,
+    );
     expect(() => kubeConfigFromFile(undefined, {})).toThrow(/set KUBECONFIG/);
     expect(() => kubeConfigFromFile(join(dir, 'nope'))).toThrow(/does not exist/);
   });
