@@ -213,7 +213,38 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
+/**
+ * Go's encoding/json refuses JSON nested deeper than 10000 levels, and the API server answers 400. The local API's
+ * object handling recurses, so it refuses the same way from a lower depth (README: Size limits).
+ */
+export const MAX_JSON_DEPTH = 1000;
+
+/** The bracket that opens level `limit + 1` of a JSON text (strings skipped), or undefined if none does. */
+function tooDeep(text: string, limit: number): string | undefined {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === '\\') i++;
+    } else if (c === '{' || c === '[') {
+      depth++;
+      if (depth > limit) return c;
+    } else if (c === '}' || c === ']') depth--;
+  }
+  return undefined;
+}
+
+/** 400 for a body nested too deep, in the API server's words (Go's scanner error). */
+function checkDepth(text: string): void {
+  const c = tooDeep(text, MAX_JSON_DEPTH);
+  if (c !== undefined)
+    throw badRequest(
+      `couldn't get version/kind; json parse error: invalid character '${c}' exceeded max depth`,
+    );
+}
+
 function parseJsonBody(text: string): unknown {
+  checkDepth(text);
   try {
     return JSON.parse(text);
   } catch (e) {
@@ -701,6 +732,7 @@ export class ApiServer {
         return sendJson(res, out.code, out.body, 'application/json', warningHeader(ctx.warnings));
       }
       case 'patch': {
+        checkDepth(body);
         const ctx = this.writeContext(query, payload);
         const out = objects.patch(
           r.def,
