@@ -913,6 +913,34 @@ kubectlSuite('objects', () => {
       );
     });
 
+    it('refuses JSON nested too deep with 400 and the decoder error, on create and on patch, instead of failing', async () => {
+      let nested = '{}';
+      for (let i = 0; i < 3000; i++) nested = `{"a":${nested}}`;
+      const post = await adminFetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: `{"apiVersion":"kubeovn.io/v1","kind":"IptablesEIP","metadata":{"name":"deep"},"spec":${nested}}`,
+      });
+      const message = "couldn't get version/kind; json parse error: invalid character '{' exceeded max depth";
+      expect([post.status, ((await post.json()) as { message: string }).message]).toEqual([400, message]);
+      await env.co.createClusterCustomObject({ ...EIP, body: eip('shallow') });
+      const patch = await adminFetch(`${env.api.url}/apis/kubeovn.io/v1/iptables-eips/shallow`, {
+        method: 'PATCH',
+        headers: { 'content-type': 'application/merge-patch+json' },
+        body: `{"spec":${nested}}`,
+      });
+      expect(patch.status).toBe(400);
+      const k = await env.kWith(
+        {
+          stdin: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep","annotations":${nested}}}`,
+        },
+        'create',
+        '-f',
+        '-',
+      );
+      expect(k.code).not.toBe(0);
+    });
+
     it("refuses an object over etcd's 1.5 MiB request limit as the API server passes it on, and stores nothing", async () => {
       const huge = eip('size-etcd', { spec: { macAddress: 'm'.repeat(1.6 * 1024 * 1024) } });
       const e = await apiError(env.co.createClusterCustomObject({ ...EIP, body: huge }));
