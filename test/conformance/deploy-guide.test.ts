@@ -1,5 +1,5 @@
 /**
- * The exec-policy check of docs/deploy-eks.md §5, run line by line as the guide writes it, as the administrator
+ * The exec-policy check of docs/deploy-eks.md (section 5, "Let the functions into the cluster"), run line by line as the guide writes it, as the administrator
  * impersonating someone in the handlers' group, against the local API with infra/rbac applied by
  * `kubectl apply -k infra/rbac`: each `# → denied: …` must be refused with those words (in order), each
  * `# → allowed` must succeed. The gateway pod is the stand-in's (a simulated gateway with net1), the CoreDNS pod a
@@ -17,16 +17,16 @@ import { kubectlSuite, useApi } from './harness.js';
 
 const root = join(import.meta.dirname, '../..');
 
-/** The shell block after "**check**" in §5: its lines, in order. */
+/** The shell block after "**check**" in section 5: its lines, in order. */
 function guideCheck(): string[] {
   const guide = readFileSync(join(root, 'docs/deploy-eks.md'), 'utf8');
   const section = guide.slice(guide.indexOf('## 5. '), guide.indexOf('## 6. '));
   const block = /\*\*check\*\*[^\n]*\n+```sh\n([\s\S]*?)```/.exec(section);
-  if (!block) throw new Error('docs/deploy-eks.md §5 has no **check** shell block');
+  if (!block) throw new Error('docs/deploy-eks.md, section 5, has no **check** shell block');
   return (block[1] as string).split('\n').filter((l) => l.trim() !== '');
 }
 
-kubectlSuite('docs/deploy-eks.md §5: the exec policy check', () => {
+kubectlSuite('docs/deploy-eks.md, letting the functions into the cluster: the exec policy check', () => {
   const env = useApi();
   let standIns: StandIns | undefined;
 
