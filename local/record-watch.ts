@@ -32,6 +32,7 @@ import {
   Plural,
   VERSION,
 } from '../shared/domain/kube-ovn.js';
+import { ADMIN_TOKEN } from './kube-api/index.js';
 
 const OUT = fileURLToPath(new URL('../events/watch/', import.meta.url));
 const NS = 'kube-system';
@@ -315,7 +316,7 @@ function rawWatch(url: string, path: string, resourceVersion: string | undefined
   u.searchParams.set('watch', 'true');
   if (resourceVersion) u.searchParams.set('resourceVersion', resourceVersion);
   const done = (async () => {
-    const res = await fetch(u, { signal, headers: { authorization: 'Bearer recorder' } });
+    const res = await fetch(u, { signal, headers: { authorization: `Bearer ${ADMIN_TOKEN.token}` } });
     if (!res.ok || !res.body) throw new Error(`watch ${path}: HTTP ${res.status}`);
     const rl = createInterface({ input: Readable.fromWeb(res.body as never) });
     try {
