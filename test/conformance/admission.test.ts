@@ -27,7 +27,8 @@ import { demoObjects } from '../../local/demo.js';
 import { IDENTITIES } from '../../local/identities.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
 import { natGatewayArgv } from '../../shared/domain/nat-gateway.js';
-import { apiError, EIP, eip, eventually, kubectlSuite, manifest, useApi } from './harness.js';
+import { eventually } from '../support/eventually.js';
+import { apiError, EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
 
 const root = join(import.meta.dirname, '../..');
 const HANDLERS = 'handlers-token';
