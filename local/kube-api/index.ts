@@ -10,14 +10,13 @@ import { writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { Duplex } from 'node:stream';
 import { createServer as createTlsServer } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import type { KubeOvnRelease } from '../natgw/releases.js';
 import { ExternalSegment, type NatGatewaySim } from '../natgw/sim.js';
 import { ADMISSION_GROUP, Admission, admissionHooks } from './admission.js';
-import type { GatewayBackend } from './backend.js';
 import { ADMIN_TOKEN, Authenticator, type StaticToken } from './auth.js';
+import type { GatewayBackend } from './backend.js';
 import { crdHooks, DEFAULT_NAMESPACES, namespaceHooks, readCrdManifests } from './controllers.js';
 import { DataDir } from './datadir.js';
 import { ApiError } from './errors.js';
@@ -203,42 +202,6 @@ function servingCertificateIn(dataDir: string | undefined, hosts: string[]): Ser
 }
 
 /**
- * `socket` as a plain JS Duplex that starts with `first`: TLS on a net.Socket would read its handle natively and
- * never see the bytes already read.
- */
-function jsStream(socket: Socket, first: Buffer): Duplex {
-  const d = new Duplex({
-    read: () => {
-      socket.resume();
-    },
-    // Handed on at once, so nothing waits in this stream when TLS destroys it: what was written still goes out.
-    write: (chunk, encoding, cb) => {
-      socket.write(chunk, encoding);
-      cb();
-    },
-    final: (cb) => {
-      socket.end();
-      cb();
-    },
-    destroy: (err, cb) => {
-      if (err) socket.destroy();
-      else {
-        socket.end();
-        setTimeout(() => socket.destroy(), 1000).unref();
-      }
-      cb(err);
-    },
-  });
-  d.push(first);
-  socket.on('data', (c: Buffer) => {
-    if (!d.push(c)) socket.pause();
-  });
-  socket.on('end', () => d.push(null));
-  socket.on('close', () => d.destroy());
-  return d;
-}
-
-/**
  * One port for both transports: a connection whose first byte starts a TLS handshake goes through TLS, any other
  * is plain HTTP; both end in the same HTTP server.
  */
@@ -257,11 +220,12 @@ function listenBoth(
     socket.on('error', () => socket.destroy());
     socket.once('data', (first: Buffer) => {
       socket.pause();
+      socket.unshift(first);
       if (first[0] === 0x16) {
-        tlsServer.emit('connection', jsStream(socket, first));
+        // TLS takes the handle over and reads what is buffered on the socket first (the bytes put back).
+        tlsServer.emit('connection', socket);
         return;
       }
-      socket.unshift(first);
       // The HTTP server would read the handle natively and miss the bytes put back: keep it on the JS stream.
       const handle = (socket as unknown as { _handle?: { _consumed?: boolean } })._handle;
       if (handle) handle._consumed = true;
