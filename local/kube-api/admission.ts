@@ -138,24 +138,34 @@ function selectorMatches(sel: JsonValue | undefined, labels: Record<string, stri
   return labelSelectorMatcher(sel)(labels);
 }
 
-/** matchConstraints of a policy, or matchResources of a binding (absent: everything). */
-function resourcesMatch(m: JsonValue | undefined, r: AdmissionRequest, store: Store): boolean {
-  if (!isObject(m)) return true;
+/** The resource rules of matchConstraints or matchResources: one of resourceRules (when given), none excluded. */
+function resourceRulesMatch(m: JsonObject, r: AdmissionRequest): boolean {
   const rules = Array.isArray(m.resourceRules) ? m.resourceRules.filter(isObject) : [];
   if (m.resourceRules !== undefined && !rules.some((x) => ruleMatches(x, r))) return false;
   const excluded = Array.isArray(m.excludeResourceRules) ? m.excludeResourceRules.filter(isObject) : [];
-  if (excluded.some((x) => ruleMatches(x, r))) return false;
-  if (r.group === '' && r.resource === 'namespaces') {
-    if (!selectorMatches(m.namespaceSelector, labelsOf(r.object ?? r.oldObject ?? {}))) return false;
-  } else if (r.namespace !== '') {
-    const ns = store.get('/namespaces', undefined, r.namespace);
-    if (!selectorMatches(m.namespaceSelector, ns ? labelsOf(ns) : {})) return false;
-  }
-  if (m.objectSelector !== undefined && m.objectSelector !== null) {
-    const candidates = [r.object, r.oldObject].filter((o): o is JsonObject => o !== null);
-    if (!candidates.some((o) => selectorMatches(m.objectSelector, labelsOf(o)))) return false;
-  }
-  return true;
+  return !excluded.some((x) => ruleMatches(x, r));
+}
+
+/** namespaceSelector: a namespace's own labels, a namespaced object's namespace's; cluster-scoped ones match. */
+function namespaceMatches(m: JsonObject, r: AdmissionRequest, store: Store): boolean {
+  if (r.group === '' && r.resource === 'namespaces')
+    return selectorMatches(m.namespaceSelector, labelsOf(r.object ?? r.oldObject ?? {}));
+  if (r.namespace === '') return true;
+  const ns = store.get('/namespaces', undefined, r.namespace);
+  return selectorMatches(m.namespaceSelector, ns ? labelsOf(ns) : {});
+}
+
+/** objectSelector: the object or the old object matches. */
+function objectMatches(m: JsonObject, r: AdmissionRequest): boolean {
+  if (m.objectSelector === undefined || m.objectSelector === null) return true;
+  const candidates = [r.object, r.oldObject].filter((o): o is JsonObject => o !== null);
+  return candidates.some((o) => selectorMatches(m.objectSelector, labelsOf(o)));
+}
+
+/** matchConstraints of a policy, or matchResources of a binding (absent: everything). */
+function resourcesMatch(m: JsonValue | undefined, r: AdmissionRequest, store: Store): boolean {
+  if (!isObject(m)) return true;
+  return resourceRulesMatch(m, r) && namespaceMatches(m, r, store) && objectMatches(m, r);
 }
 
 // ---------------------------------------------------------------------------------------------- dispatch
@@ -200,6 +210,28 @@ function reasonCode(reason: string): number {
   return { Forbidden: 403, Unauthorized: 401, RequestEntityTooLarge: 413 }[reason] ?? 422;
 }
 
+const objects = (v: JsonValue | undefined): JsonObject[] => (Array.isArray(v) ? v.filter(isObject) : []);
+
+/**
+ * matchConditions: false when one is false (the request is not matched), the error (one, or all in brackets) when
+ * none is false and some fail or are not bool, true otherwise.
+ */
+function conditionsOutcome(
+  spec: JsonObject,
+  vars: Record<string, unknown>,
+  failed: Map<string, string>,
+): boolean | string {
+  const errors: string[] = [];
+  for (const c of objects(spec.matchConditions)) {
+    const res = evaluate(compile(String(c.expression ?? '')), vars, failed);
+    if ('error' in res) errors.push(res.error);
+    else if (res.value === false) return false;
+    else if (res.value !== true) errors.push(`matchCondition ${String(c.name)} must evaluate to bool`);
+  }
+  if (errors.length === 0) return true;
+  return errors.length === 1 ? (errors[0] as string) : `[${errors.join(', ')}]`;
+}
+
 export class Admission {
   constructor(private readonly store: Store) {}
 
@@ -208,32 +240,22 @@ export class Admission {
     const outcome: AdmissionOutcome = { warnings: [], audit: {} };
     const denied: Decision[] = [];
     const auditFailures: JsonObject[] = [];
-    const byName = (a: JsonObject, b: JsonObject) => String(meta(a).name).localeCompare(String(meta(b).name));
-    const bindings = this.store.list(BINDINGS).sort(byName);
-    for (const policy of this.store.list(POLICIES).sort(byName)) {
-      const spec = isObject(policy.spec) ? policy.spec : {};
-      if (!resourcesMatch(spec.matchConstraints, r, this.store)) continue;
-      const policyName = String(meta(policy).name);
-      for (const binding of bindings) {
-        const bspec = isObject(binding.spec) ? binding.spec : {};
-        if (bspec.policyName !== policyName || !resourcesMatch(bspec.matchResources, r, this.store)) continue;
-        const bindingName = String(meta(binding).name);
-        const actions = strings_(bspec.validationActions);
-        for (const d of this.decide(policyName, bindingName, spec, bspec, r)) {
-          if (actions.includes('Deny')) denied.push(d);
-          if (actions.includes('Warn'))
-            outcome.warnings.push(
-              `Validation failed for ValidatingAdmissionPolicy '${d.policy}' with binding '${d.binding}': ${d.message}`,
-            );
-          if (actions.includes('Audit'))
-            auditFailures.push({
-              message: d.message,
-              policy: d.policy,
-              binding: d.binding,
-              expressionIndex: d.index,
-              validationActions: actions,
-            });
-        }
+    for (const { policy, binding, spec, bspec } of this.matching(r)) {
+      const actions = strings_(bspec.validationActions);
+      for (const d of this.decide(policy, binding, spec, bspec, r)) {
+        if (actions.includes('Deny')) denied.push(d);
+        if (actions.includes('Warn'))
+          outcome.warnings.push(
+            `Validation failed for ValidatingAdmissionPolicy '${d.policy}' with binding '${d.binding}': ${d.message}`,
+          );
+        if (actions.includes('Audit'))
+          auditFailures.push({
+            message: d.message,
+            policy: d.policy,
+            binding: d.binding,
+            expressionIndex: d.index,
+            validationActions: actions,
+          });
       }
     }
     if (auditFailures.length > 0)
@@ -241,6 +263,33 @@ export class Admission {
     const first = denied[0];
     if (first) throw this.denial(first, r);
     return outcome;
+  }
+
+  /** The (policy, binding) pairs whose matchConstraints and matchResources match, by name. */
+  private matching(
+    r: AdmissionRequest,
+  ): { policy: string; binding: string; spec: JsonObject; bspec: JsonObject }[] {
+    const byName = (a: JsonObject, b: JsonObject) => String(meta(a).name).localeCompare(String(meta(b).name));
+    const specOf = (o: JsonObject) => (isObject(o.spec) ? o.spec : {});
+    const bindings = this.store.list(BINDINGS).sort(byName);
+    return this.store
+      .list(POLICIES)
+      .sort(byName)
+      .filter((p) => resourcesMatch(specOf(p).matchConstraints, r, this.store))
+      .flatMap((p) =>
+        bindings
+          .filter(
+            (b) =>
+              specOf(b).policyName === meta(p).name &&
+              resourcesMatch(specOf(b).matchResources, r, this.store),
+          )
+          .map((b) => ({
+            policy: String(meta(p).name),
+            binding: String(meta(b).name),
+            spec: specOf(p),
+            bspec: specOf(b),
+          })),
+      );
   }
 
   /** admission.NewForbidden with the policy's reason and code. */
@@ -272,54 +321,44 @@ export class Admission {
       return error(
         'failed to configure binding: paramKind and paramRef are not supported by the local Kubernetes API',
       );
+    const { vars, failed } = this.variables(spec, r);
+    const conditions = conditionsOutcome(spec, vars, failed);
+    if (conditions === false) return [];
+    if (typeof conditions === 'string') return error(conditions);
+    return objects(spec.validations).flatMap((v, index): Decision[] => {
+      const expr = String(v.expression ?? '');
+      const res = evaluate(compile(expr), vars, failed);
+      if ('error' in res) return error(res.error, index);
+      if (res.value === true) return [];
+      if (res.value !== false)
+        return error(`expression '${expr}' resulted in error: no such overload: expected bool`, index);
+      const reason = typeof v.reason === 'string' ? v.reason : 'Invalid';
+      return [{ policy, binding, message: this.message(v, vars, failed), reason, index }];
+    });
+  }
+
+  /** The CEL activation: object, oldObject, request, params, namespaceObject and the policy's variables in order. */
+  private variables(
+    spec: JsonObject,
+    r: AdmissionRequest,
+  ): { vars: Record<string, unknown>; failed: Map<string, string> } {
     const nsObject = r.namespace ? this.store.get('/namespaces', undefined, r.namespace) : undefined;
+    const variables: Record<string, unknown> = {};
     const vars: Record<string, unknown> = {
       object: celValue(r.object ?? undefined),
       oldObject: celValue(r.oldObject ?? undefined),
       request: celValue(requestVariable(r)),
       params: null,
       namespaceObject: nsObject ? celValue(nsObject) : null,
+      variables,
     };
     const failed = new Map<string, string>();
-    const variables: Record<string, unknown> = {};
-    vars.variables = variables;
-    for (const v of (Array.isArray(spec.variables) ? spec.variables : []).filter(isObject)) {
+    for (const v of objects(spec.variables)) {
       const res = evaluate(compile(String(v.expression ?? '')), vars, failed);
       if ('value' in res) variables[String(v.name)] = res.value;
       else failed.set(String(v.name), res.error.replace(/^expression '.*' resulted in error: /s, ''));
     }
-    const conditions = (Array.isArray(spec.matchConditions) ? spec.matchConditions : []).filter(isObject);
-    const condErrors: string[] = [];
-    for (const c of conditions) {
-      const res = evaluate(compile(String(c.expression ?? '')), vars, failed);
-      if ('error' in res) condErrors.push(res.error);
-      else if (res.value === false) return [];
-      else if (res.value !== true) condErrors.push(`matchCondition ${String(c.name)} must evaluate to bool`);
-    }
-    if (condErrors.length > 0)
-      return error(condErrors.length === 1 ? (condErrors[0] as string) : `[${condErrors.join(', ')}]`);
-    const out: Decision[] = [];
-    (Array.isArray(spec.validations) ? spec.validations : []).filter(isObject).forEach((v, index) => {
-      const expr = String(v.expression ?? '');
-      const res = evaluate(compile(expr), vars, failed);
-      if ('error' in res) {
-        out.push(...error(res.error, index));
-        return;
-      }
-      if (res.value === true) return;
-      if (res.value !== false) {
-        out.push(...error(`expression '${expr}' resulted in error: no such overload: expected bool`, index));
-        return;
-      }
-      out.push({
-        policy,
-        binding,
-        message: this.message(v, vars, failed),
-        reason: typeof v.reason === 'string' ? v.reason : 'Invalid',
-        index,
-      });
-    });
-    return out;
+    return { vars, failed };
   }
 
   /** messageExpression (a string without newlines), else message, else `failed expression: <expression>`. */

@@ -127,6 +127,32 @@ export interface ImpersonationCheck {
   subresource?: string;
 }
 
+/** The Impersonate-Extra-<key> headers' values by key, each with its check added to `checks`. */
+function impersonatedExtra(
+  req: IncomingMessage,
+  extraKeys: string[],
+  checks: ImpersonationCheck[],
+): Record<string, string[]> {
+  const extra: Record<string, string[]> = {};
+  for (const h of extraKeys) {
+    const key = decodeURIComponent(h.slice('impersonate-extra-'.length));
+    for (const v of headerValues(req, h)) {
+      checks.push({ resource: 'userextras', group: 'authentication.k8s.io', name: v, subresource: key });
+      extra[key] = [...(extra[key] ?? []), v];
+    }
+  }
+  return extra;
+}
+
+/** The API server adds system:authenticated (or system:unauthenticated for system:anonymous) unless given. */
+function withAuthenticatedGroup(username: string, groups: string[]): void {
+  if (username === ANONYMOUS_USER) {
+    if (!groups.includes(ALL_UNAUTHENTICATED)) groups.push(ALL_UNAUTHENTICATED);
+  } else if (!groups.some((g) => g === ALL_AUTHENTICATED || g === ALL_UNAUTHENTICATED)) {
+    groups.push(ALL_AUTHENTICATED);
+  }
+}
+
 /**
  * The impersonation a request asks for, with the checks it needs (in the API server's order: user, groups, extra,
  * uid), or undefined without Impersonate-* headers. Throws 500 (as the API server) for groups, uid or extra
@@ -162,22 +188,10 @@ export function impersonationOf(
     checks.push({ resource: 'groups', group: '', name: g });
     impersonatedGroups.push(g);
   }
-  const extra: Record<string, string[]> = {};
-  for (const h of extraKeys) {
-    const key = decodeURIComponent(h.slice('impersonate-extra-'.length));
-    for (const v of headerValues(req, h)) {
-      checks.push({ resource: 'userextras', group: 'authentication.k8s.io', name: v, subresource: key });
-      extra[key] = [...(extra[key] ?? []), v];
-    }
-  }
+  const extra = impersonatedExtra(req, extraKeys, checks);
   const uid = uids[0];
   if (uid !== undefined) checks.push({ resource: 'uids', group: 'authentication.k8s.io', name: uid });
-  // The API server adds system:authenticated (or system:unauthenticated for system:anonymous) unless given.
-  if (username === ANONYMOUS_USER) {
-    if (!impersonatedGroups.includes(ALL_UNAUTHENTICATED)) impersonatedGroups.push(ALL_UNAUTHENTICATED);
-  } else if (!impersonatedGroups.some((g) => g === ALL_AUTHENTICATED || g === ALL_UNAUTHENTICATED)) {
-    impersonatedGroups.push(ALL_AUTHENTICATED);
-  }
+  withAuthenticatedGroup(username, impersonatedGroups);
   const user: UserInfo = {
     username,
     groups: impersonatedGroups,

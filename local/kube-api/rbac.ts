@@ -52,6 +52,15 @@ function selectedName(fieldSelector: string | null): string {
   return '';
 }
 
+/** /api/<version>/… or /apis/<group>/<version>/…: the group, the version and the rest, decoded; else undefined. */
+function apiPath(path: string): { group: string; version: string; rest: string[] } | undefined {
+  const parts = path.split('/').filter((p) => p !== '');
+  if (parts.length < 3 || (parts[0] !== 'api' && parts[0] !== 'apis')) return undefined;
+  if (parts[0] === 'apis' && parts.length < 4) return undefined;
+  const [group, version, ...rest] = parts[0] === 'apis' ? parts.slice(1) : ['', ...parts.slice(1)];
+  return { group: group as string, version: version as string, rest: rest.map((p) => decodeURIComponent(p)) };
+}
+
 /** RequestInfoFactory.NewRequestInfo for the paths this server serves (no /proxy, no /watch/ prefix). */
 export function requestAttributes(method: string, url: URL, user: UserInfo): Attributes {
   const path = url.pathname;
@@ -67,18 +76,10 @@ export function requestAttributes(method: string, url: URL, user: UserInfo): Att
     namespace: '',
     name: '',
   };
-  let parts = path.split('/').filter((p) => p !== '');
-  if (parts.length < 3 || (parts[0] !== 'api' && parts[0] !== 'apis')) return nonResource;
-  let group = '';
-  if (parts[0] === 'apis') {
-    if (parts.length < 4) return nonResource;
-    group = parts[1] as string;
-    parts = parts.slice(2);
-  } else {
-    parts = parts.slice(1);
-  }
-  const version = parts[0] as string;
-  parts = parts.slice(1).map((p) => decodeURIComponent(p));
+  const api = apiPath(path);
+  if (!api) return nonResource;
+  const { group, version } = api;
+  let parts = api.rest;
   const verbs: Record<string, string> = {
     POST: 'create',
     GET: 'get',
@@ -253,19 +254,26 @@ export class Rbac {
             ns: namespace,
           }))),
     ];
-    for (const { binding, kind, ns } of sources) {
-      const subject = subjectsOf(binding).find((s) => appliesTo(user, s, ns));
-      if (!subject) continue;
-      const ref = roleRefOf(binding);
-      const { rules, err } = this.roleRules(ref, ns);
-      if (err !== undefined) {
-        if (!visitor(undefined, undefined, err)) return;
-        continue;
-      }
-      const name = String(meta(binding).name);
-      const source = `${kind} "${kind === 'RoleBinding' ? `${name}/${ns}` : name}" of ${ref.kind} "${ref.name}" to ${describeSubject(subject, ns)}`;
-      for (const rule of rules ?? []) if (!visitor(source, rule, undefined)) return;
-    }
+    for (const { binding, kind, ns } of sources)
+      if (!this.visitBinding(user, binding, kind, ns, visitor)) return;
+  }
+
+  /** One binding's rules, when it applies to `user`; false when the visitor stopped. */
+  private visitBinding(
+    user: UserInfo,
+    binding: JsonObject,
+    kind: string,
+    ns: string,
+    visitor: Visitor,
+  ): boolean {
+    const subject = subjectsOf(binding).find((s) => appliesTo(user, s, ns));
+    if (!subject) return true;
+    const ref = roleRefOf(binding);
+    const { rules, err } = this.roleRules(ref, ns);
+    if (err !== undefined) return visitor(undefined, undefined, err);
+    const name = String(meta(binding).name);
+    const source = `${kind} "${kind === 'RoleBinding' ? `${name}/${ns}` : name}" of ${ref.kind} "${ref.name}" to ${describeSubject(subject, ns)}`;
+    return (rules ?? []).every((rule) => visitor(source, rule, undefined));
   }
 
   authorize(a: Attributes): Decision {
@@ -453,20 +461,10 @@ export function labelSelectorMatcher(
  */
 export function aggregateClusterRoles(objects: Objects, def: ResourceDef): void {
   const roles = objects.store.list(KEY.clusterRoles);
+  const byName = [...roles].sort((a, b) => String(meta(a).name).localeCompare(String(meta(b).name)));
   for (const role of roles) {
-    const rule = isObject(role.aggregationRule) ? role.aggregationRule : undefined;
-    if (!rule) continue;
-    const selectors = (Array.isArray(rule.clusterRoleSelectors) ? rule.clusterRoleSelectors : []).map((s) =>
-      labelSelectorMatcher(s),
-    );
-    const rules: JsonValue[] = [];
-    for (const other of [...roles].sort((a, b) => String(meta(a).name).localeCompare(String(meta(b).name)))) {
-      if (meta(other).name === meta(role).name) continue;
-      const labels = (isObject(meta(other).labels) ? meta(other).labels : {}) as Record<string, string>;
-      if (!selectors.some((m) => m(labels))) continue;
-      for (const r of Array.isArray(other.rules) ? other.rules : [])
-        if (!rules.some((x) => deepEqual(x, r))) rules.push(clone(r));
-    }
+    if (!isObject(role.aggregationRule)) continue;
+    const rules = aggregatedRules(role, role.aggregationRule, byName);
     if (deepEqual(role.rules ?? [], rules)) continue;
     const next = clone(role);
     next.rules = rules;
@@ -476,36 +474,61 @@ export function aggregateClusterRoles(objects: Objects, def: ResourceDef): void 
   }
 }
 
+/** The rules of the other ClusterRoles (by name) that `aggregation` selects, each once. */
+function aggregatedRules(role: JsonObject, aggregation: JsonObject, byName: JsonObject[]): JsonValue[] {
+  const selectors = (
+    Array.isArray(aggregation.clusterRoleSelectors) ? aggregation.clusterRoleSelectors : []
+  ).map((s) => labelSelectorMatcher(s));
+  const selected = byName.filter((other) => {
+    const labels = (isObject(meta(other).labels) ? meta(other).labels : {}) as Record<string, string>;
+    return meta(other).name !== meta(role).name && selectors.some((m) => m(labels));
+  });
+  const rules: JsonValue[] = [];
+  for (const r of selected.flatMap((other) => (Array.isArray(other.rules) ? other.rules : [])))
+    if (!rules.some((x) => deepEqual(x, r))) rules.push(clone(r));
+  return rules;
+}
+
 // ---------------------------------------------------------------------------------------------- validation
 
 function ruleErrors(rules: JsonValue | undefined, namespaced: boolean): FieldError[] {
+  return (Array.isArray(rules) ? rules : []).flatMap((r, i) =>
+    oneRuleErrors(isObject(r) ? r : {}, `rules[${i}]`, namespaced),
+  );
+}
+
+function nonResourceRuleErrors(
+  rule: JsonObject,
+  urls: string[],
+  at: string,
+  namespaced: boolean,
+): FieldError[] {
   const errors: FieldError[] = [];
-  (Array.isArray(rules) ? rules : []).forEach((r, i) => {
-    const at = `rules[${i}]`;
-    const rule = isObject(r) ? r : {};
-    if (strings(rule.verbs).length === 0)
-      errors.push(fieldRequired(`${at}.verbs`, 'verbs must contain at least one value'));
-    const urls = strings(rule.nonResourceURLs);
-    if (urls.length > 0) {
-      if (namespaced)
-        errors.push(
-          fieldInvalid(`${at}.nonResourceURLs`, urls, 'namespaced rules cannot apply to non-resource URLs'),
-        );
-      if (strings(rule.apiGroups).length > 0 || strings(rule.resources).length > 0)
-        errors.push(
-          fieldInvalid(
-            `${at}.nonResourceURLs`,
-            urls,
-            'rules cannot apply to both regular resources and non-resource URLs',
-          ),
-        );
-      return;
-    }
-    if (strings(rule.apiGroups).length === 0)
-      errors.push(fieldRequired(`${at}.apiGroups`, 'resource rules must supply at least one api group'));
-    if (strings(rule.resources).length === 0)
-      errors.push(fieldRequired(`${at}.resources`, 'resource rules must supply at least one resource'));
-  });
+  if (namespaced)
+    errors.push(
+      fieldInvalid(`${at}.nonResourceURLs`, urls, 'namespaced rules cannot apply to non-resource URLs'),
+    );
+  if (strings(rule.apiGroups).length > 0 || strings(rule.resources).length > 0)
+    errors.push(
+      fieldInvalid(
+        `${at}.nonResourceURLs`,
+        urls,
+        'rules cannot apply to both regular resources and non-resource URLs',
+      ),
+    );
+  return errors;
+}
+
+function oneRuleErrors(rule: JsonObject, at: string, namespaced: boolean): FieldError[] {
+  const errors: FieldError[] = [];
+  if (strings(rule.verbs).length === 0)
+    errors.push(fieldRequired(`${at}.verbs`, 'verbs must contain at least one value'));
+  const urls = strings(rule.nonResourceURLs);
+  if (urls.length > 0) return [...errors, ...nonResourceRuleErrors(rule, urls, at, namespaced)];
+  if (strings(rule.apiGroups).length === 0)
+    errors.push(fieldRequired(`${at}.apiGroups`, 'resource rules must supply at least one api group'));
+  if (strings(rule.resources).length === 0)
+    errors.push(fieldRequired(`${at}.resources`, 'resource rules must supply at least one resource'));
   return errors;
 }
 

@@ -224,14 +224,18 @@ function tooDeep(text: string, limit: number): string | undefined {
   let depth = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text[i];
-    if (c === '"') {
-      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === '\\') i++;
-    } else if (c === '{' || c === '[') {
-      depth++;
-      if (depth > limit) return c;
-    } else if (c === '}' || c === ']') depth--;
+    if (c === '"') i = stringEnd(text, i);
+    else if (c === '}' || c === ']') depth--;
+    else if ((c === '{' || c === '[') && ++depth > limit) return c;
   }
   return undefined;
+}
+
+/** The index of the quote that closes the JSON string opened at `start` (escapes skipped), or the text's length. */
+function stringEnd(text: string, start: number): number {
+  let i = start + 1;
+  while (i < text.length && text[i] !== '"') i += text[i] === '\\' ? 2 : 1;
+  return i;
 }
 
 /** 400 for a body nested too deep, in the API server's words (Go's scanner error). */
@@ -250,6 +254,32 @@ function parseJsonBody(text: string): unknown {
   } catch (e) {
     throw badRequest(`couldn't get version/kind; json parse error: ${(e as Error).message}`);
   }
+}
+
+/**
+ * The options object a CONNECT is admitted with, from its query, as unstructured: false booleans and an empty
+ * container are left out (omitempty); an exec's command is always there.
+ */
+function connectOptions(sub: string, query: URLSearchParams): JsonObject {
+  const kind = { exec: 'PodExecOptions', attach: 'PodAttachOptions' }[sub] ?? 'PodPortForwardOptions';
+  const options: JsonObject = { kind, apiVersion: 'v1' };
+  if (sub === 'portforward') {
+    const ports = query
+      .getAll('ports')
+      .flatMap((p) => p.split(','))
+      .filter((p) => /^\d+$/.test(p));
+    if (ports.length > 0) options.ports = ports.map(Number);
+    return options;
+  }
+  for (const k of ['stdin', 'stdout', 'stderr', 'tty'] as const)
+    if (parseBool(query.get(k))) options[k] = true;
+  const container = query.get('container');
+  if (container) options.container = container;
+  if (sub === 'exec') {
+    const command = query.getAll('command');
+    options.command = command.length > 0 ? command : null;
+  }
+  return options;
 }
 
 function warningHeader(warnings: readonly string[]): Record<string, string[]> {
@@ -333,63 +363,58 @@ export class ApiServer {
     const rec = this.d.requests.add(req);
     socket.on('error', () => {});
     const url = new URL(req.url ?? '/', 'http://local');
-    let user: UserInfo;
-    try {
-      user = this.authorize(req, (req.method ?? 'GET').toUpperCase(), url, rec);
-    } catch (e) {
-      const err = e instanceof ApiError ? e : internalError(String(e));
-      rec.status = err.code;
-      writeHttpError(socket, err.status);
-      return;
-    }
+    const user = this.orRefuse(socket, rec, () =>
+      this.authorize(req, (req.method ?? 'GET').toUpperCase(), url, rec),
+    );
+    if (!user) return;
     const other = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/]+)\/(attach|portforward)$/.exec(url.pathname);
     if (other) {
       // Not served here, but admitted first as the API server would, so that policies on them can be exercised.
       const [, ns = '', pod = '', sub = ''] = other.map((x) => decodeURIComponent(x));
-      try {
+      this.orRefuse(socket, rec, () => {
         this.connectAdmitted(ns, pod, sub, url.searchParams, user, rec);
         throw badRequest(`pods/${sub} is not served by this local Kubernetes API (only pods/exec)`);
-      } catch (e) {
-        const err = e instanceof ApiError ? e : internalError(String(e));
-        rec.status = err.code;
-        writeHttpError(socket, err.status);
-      }
+      });
       return;
     }
     const route = this.resolveResource(url.pathname);
+    const namespace = route?.namespace ?? '';
+    const pod = route?.name ?? '';
     if (
       route?.def.plural !== 'pods' ||
       route.def.group !== '' ||
       route.subresource !== 'exec' ||
-      !route.name ||
-      !route.namespace
+      !pod ||
+      !namespace
     ) {
       rec.status = 404;
-      const s = pathNotFound().status;
-      const text = JSON.stringify(s);
+      const text = JSON.stringify(pathNotFound().status);
       socket.end(
         `HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
       );
       return;
     }
+    // A CONNECT is admitted with its PodExecOptions before the pod is looked at (ConnectResource).
+    const admitted = this.orRefuse(socket, rec, () => {
+      this.connectAdmitted(namespace, pod, 'exec', url.searchParams, user, rec);
+      return true;
+    });
+    if (!admitted) return;
+    this.d.exec.upgrade(req, socket, head, { namespace, pod, query: url.searchParams }, (code) => {
+      rec.status = code;
+    });
+  }
+
+  /** `run`'s result; when it throws, the error's Status is written to the socket and the result is undefined. */
+  private orRefuse<T>(socket: Duplex, rec: RequestRecord, run: () => T): T | undefined {
     try {
-      // A CONNECT is admitted with its PodExecOptions before the pod is looked at (ConnectResource).
-      this.connectAdmitted(route.namespace, route.name, 'exec', url.searchParams, user, rec);
+      return run();
     } catch (e) {
       const err = e instanceof ApiError ? e : internalError(String(e));
       rec.status = err.code;
       writeHttpError(socket, err.status);
-      return;
+      return undefined;
     }
-    this.d.exec.upgrade(
-      req,
-      socket,
-      head,
-      { namespace: route.namespace, pod: route.name, query: url.searchParams },
-      (code) => {
-        rec.status = code;
-      },
-    );
   }
 
   /** Admission of a CONNECT with its options object (v1.PodExecOptions, PodAttachOptions, PodPortForwardOptions). */
@@ -401,32 +426,14 @@ export class ApiServer {
     user: UserInfo,
     rec: RequestRecord,
   ): void {
-    const kind = { exec: 'PodExecOptions', attach: 'PodAttachOptions' }[sub] ?? 'PodPortForwardOptions';
-    // As unstructured: false booleans and an empty container are left out (omitempty); command is always there.
-    const options: JsonObject = { kind, apiVersion: 'v1' };
-    if (sub === 'portforward') {
-      const ports = query
-        .getAll('ports')
-        .flatMap((p) => p.split(','))
-        .filter((p) => /^\d+$/.test(p));
-      if (ports.length > 0) options.ports = ports.map(Number);
-    } else {
-      for (const k of ['stdin', 'stdout', 'stderr', 'tty'] as const)
-        if (parseBool(query.get(k))) options[k] = true;
-      const container = query.get('container');
-      if (container) options.container = container;
-    }
-    if (sub === 'exec') {
-      const command = query.getAll('command');
-      options.command = command.length > 0 ? command : null;
-    }
+    const options = connectOptions(sub, query);
     const out = this.d.admission.validate({
       operation: 'CONNECT',
       group: '',
       version: 'v1',
       resource: 'pods',
       subresource: sub,
-      kind: { group: '', version: 'v1', kind },
+      kind: { group: '', version: 'v1', kind: String(options.kind) },
       namespace,
       name: pod,
       object: options,

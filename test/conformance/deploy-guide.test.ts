@@ -26,6 +26,57 @@ function guideCheck(): string[] {
   return (block[1] as string).split('\n').filter((l) => l.trim() !== '');
 }
 
+type Kubectl = (...args: string[]) => Promise<KubectlResult>;
+
+interface CheckState {
+  vars: Map<string, string>;
+  /** The last kubectl command's result, which the next `# →` line states. */
+  last?: KubectlResult;
+  /** How many stated outcomes were checked. */
+  checked: number;
+  /** The gateway's net1 addresses, which an allowed `ip addr` must print. */
+  net1: string[];
+}
+
+/** One line of the check: `VAR=$(kubectl … | head -1)`, a kubectl command, or the outcome of the one before. */
+async function runLine(k: Kubectl, line: string, state: CheckState): Promise<void> {
+  const assign = /^(\w+)=\$\((kubectl [^|)]+)\| head -1\)$/.exec(line);
+  const expectation = /^# → (denied|allowed)(.*)$/.exec(line);
+  if (assign) {
+    const r = await k(...words(assign[2] as string, state.vars));
+    expect(r.code, r.stderr).toBe(0);
+    const value = r.stdout.split('\n')[0]?.trim() ?? '';
+    expect(value, line).not.toBe('');
+    state.vars.set(assign[1] as string, value);
+  } else if (line.startsWith('kubectl ')) {
+    state.last = await k(...words(line, state.vars));
+  } else if (expectation && state.last) {
+    state.checked++;
+    if (expectation[1] === 'allowed') expectAllowed(state.last, line, state.net1);
+    else expectDenied(state.last, expectation[2] as string);
+  } else {
+    throw new Error(`a line of the guide's check this test does not understand: ${line}`);
+  }
+}
+
+function expectAllowed(r: KubectlResult, line: string, net1: string[]): void {
+  expect(r.code, r.stderr).toBe(0);
+  if (line.includes("net1's addresses")) for (const a of net1) expect(r.stdout).toContain(a.split('/')[0]);
+}
+
+/** Refused, with the stated words in order (`…` stands for anything). */
+function expectDenied(r: KubectlResult, stated: string): void {
+  expect(r.code).not.toBe(0);
+  let at = 0;
+  for (const fragment of stated.replace(/^:\s*/, '').split('…')) {
+    const f = fragment.trim();
+    if (f === '') continue;
+    const found = r.stderr.indexOf(f, at);
+    expect(found, `"${f}" in: ${r.stderr}`).toBeGreaterThanOrEqual(0);
+    at = found + f.length;
+  }
+}
+
 kubectlSuite('docs/deploy-eks.md, letting the functions into the cluster: the exec policy check', () => {
   const env = useApi();
   let standIns: StandIns | undefined;
@@ -51,42 +102,9 @@ kubectlSuite('docs/deploy-eks.md, letting the functions into the cluster: the ex
         expect(env.api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0')?.initialised).toBe(true),
       );
       const net1 = env.api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0')!.net1Addresses();
-
-      const vars = new Map<string, string>();
-      let last: KubectlResult | undefined;
-      let checked = 0;
-      for (const line of guideCheck()) {
-        const assign = /^(\w+)=\$\((kubectl [^|)]+)\| head -1\)$/.exec(line);
-        const expectation = /^# → (denied|allowed)(.*)$/.exec(line);
-        if (assign) {
-          const r = await env.k(...words(assign[2] as string, vars));
-          expect(r.code, r.stderr).toBe(0);
-          vars.set(assign[1] as string, r.stdout.split('\n')[0]?.trim() ?? '');
-          expect(vars.get(assign[1] as string), line).not.toBe('');
-        } else if (line.startsWith('kubectl ')) {
-          last = await env.k(...words(line, vars));
-        } else if (expectation && last) {
-          checked++;
-          if (expectation[1] === 'allowed') {
-            expect(last.code, last.stderr).toBe(0);
-            if (line.includes("net1's addresses"))
-              for (const a of net1) expect(last.stdout).toContain(a.split('/')[0]);
-          } else {
-            expect(last.code).not.toBe(0);
-            let at = 0;
-            for (const fragment of (expectation[2] as string).replace(/^:\s*/, '').split('…')) {
-              const f = fragment.trim();
-              if (f === '') continue;
-              const found = last.stderr.indexOf(f, at);
-              expect(found, `"${f}" in: ${last.stderr}`).toBeGreaterThanOrEqual(0);
-              at = found + f.length;
-            }
-          }
-        } else {
-          throw new Error(`a line of the guide's check this test does not understand: ${line}`);
-        }
-      }
-      expect(checked).toBeGreaterThanOrEqual(3);
+      const state: CheckState = { vars: new Map(), checked: 0, net1 };
+      for (const line of guideCheck()) await runLine(env.k, line, state);
+      expect(state.checked).toBeGreaterThanOrEqual(3);
     } finally {
       await standIns?.stop();
     }
