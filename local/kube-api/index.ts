@@ -39,7 +39,7 @@ import { Store } from './store.js';
 import { type ServingCertificate, servingCertificate } from './tls.js';
 import { Watches } from './watch.js';
 
-export type { StaticToken, UserInfo } from './auth.js';
+export type { StaticToken } from './auth.js';
 export { ADMIN_TOKEN, serviceAccountToken } from './auth.js';
 export type { RequestRecord } from './server.js';
 export { Faults };
