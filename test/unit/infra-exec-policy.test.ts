@@ -40,11 +40,11 @@ const EIP_ADD = natGatewayArgv('eip-add', ['172.18.0.11/24,172.18.0.1']);
 
 let api: KubeApi;
 
-async function apply(obj: Any): Promise<void> {
+async function apply(on: KubeApi, obj: Any): Promise<void> {
   const group = obj.apiVersion.includes('/') ? `apis/${obj.apiVersion}` : `api/${obj.apiVersion}`;
   const plural = `${obj.kind.toLowerCase().replace(/y$/, 'ie')}s`;
   const ns = obj.metadata.namespace ? `namespaces/${obj.metadata.namespace}/` : '';
-  const r = await adminFetch(`${api.url}/${group}/${ns}${plural}`, {
+  const r = await adminFetch(`${on.url}/${group}/${ns}${plural}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(obj),
@@ -52,8 +52,9 @@ async function apply(obj: Any): Promise<void> {
   expect(r.status, await r.clone().text()).toBe(201);
 }
 
-beforeAll(async () => {
-  api = await startKubeApi({
+/** A local API with the handlers' RBAC, `execPolicy` and its binding, a gateway pod, a look-alike and CoreDNS. */
+async function startLab(execPolicy: Any): Promise<KubeApi> {
+  const lab = await startKubeApi({
     tokens: [
       // The handlers as EKS maps their role (an access entry with the group infra/rbac binds).
       {
@@ -65,14 +66,14 @@ beforeAll(async () => {
       { token: WIDE, user: 'wide', groups: ['eip-lambdas:handlers'] },
     ],
   });
-  for (const d of [...docs('infra/rbac/handlers.yaml'), policy, binding]) await apply(d);
-  await apply({
+  for (const d of [...docs('infra/rbac/handlers.yaml'), execPolicy, binding]) await apply(lab, d);
+  await apply(lab, {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',
     metadata: { name: 'wide', namespace: 'kube-system' },
     rules: [{ apiGroups: [''], resources: ['pods/attach', 'pods/portforward'], verbs: ['get', 'create'] }],
   });
-  await apply({
+  await apply(lab, {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'RoleBinding',
     metadata: { name: 'wide', namespace: 'kube-system' },
@@ -85,9 +86,14 @@ beforeAll(async () => {
     metadata: { name, namespace: 'kube-system', labels },
     spec: { containers: containers.map((c) => ({ name: c, image: 'local' })) },
   });
-  await apply(pod(GW, { 'ovn.kubernetes.io/vpc-nat-gw': 'true' }, [GATEWAY_CONTAINER, 'debug']));
-  await apply(pod('my-vpc-nat-gw-gw1-0', {}, [GATEWAY_CONTAINER]));
-  await apply(pod('coredns-5d78c9869d-abcde', { 'k8s-app': 'kube-dns' }, ['coredns']));
+  await apply(lab, pod(GW, { 'ovn.kubernetes.io/vpc-nat-gw': 'true' }, [GATEWAY_CONTAINER, 'debug']));
+  await apply(lab, pod('my-vpc-nat-gw-gw1-0', {}, [GATEWAY_CONTAINER]));
+  await apply(lab, pod('coredns-5d78c9869d-abcde', { 'k8s-app': 'kube-dns' }, ['coredns']));
+  return lab;
+}
+
+beforeAll(async () => {
+  api = await startLab(policy);
 }, 30_000);
 
 afterAll(async () => {
@@ -110,6 +116,8 @@ function connect(
     stdin?: boolean;
     tty?: boolean;
     as?: { user: string; groups: string[] };
+    /** Another lab than the one with infra/rbac's policy as it is. */
+    on?: KubeApi;
   } = {},
 ): Promise<Upgrade> {
   const q = new URLSearchParams();
@@ -124,9 +132,10 @@ function connect(
     headers['Impersonate-User'] = o.as.user;
     headers['Impersonate-Group'] = o.as.groups;
   }
-  const url = `${api.tlsUrl.replace('https', 'wss')}/api/v1/namespaces/kube-system/pods/${pod}/${o.sub ?? 'exec'}?${q}`;
+  const lab = o.on ?? api;
+  const url = `${lab.tlsUrl.replace('https', 'wss')}/api/v1/namespaces/kube-system/pods/${pod}/${o.sub ?? 'exec'}?${q}`;
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, ['v5.channel.k8s.io'], { headers, ca: api.ca });
+    const ws = new WebSocket(url, ['v5.channel.k8s.io'], { headers, ca: lab.ca });
     ws.on('open', () => {
       ws.terminate();
       resolve({ status: 101 });
@@ -298,6 +307,66 @@ describe('exec policy (infra/rbac/exec-policy.yaml) in the local API', () => {
     expect([r.status, r.body.message]).toEqual([
       403,
       expect.stringContaining(`${DENIED_BY}eip-lambdas may only exec`),
+    ]);
+  });
+});
+
+describe("the exec policy's inspections list, extended as a later release's audit would need it", () => {
+  // What an audit of newer kube-ovn releases reads besides today's commands: the nat table, HTB classes, and
+  // the external interface by its name (which the gateway chooses, hence '<interface>').
+  const extended = [
+    ...Object.values(INSPECTION_ARGV),
+    ['iptables-save', '-t', 'nat'],
+    ['tc', '-s', 'class', 'show', 'dev', '<interface>'],
+    ['ip', '-o', 'addr', 'show', 'dev', '<interface>'],
+  ];
+  const cel = (list: readonly (readonly string[])[]) =>
+    `[${list.map((a) => `[${a.map((w) => `'${w}'`).join(', ')}]`).join(', ')}]`;
+  let lab: KubeApi;
+
+  beforeAll(async () => {
+    const edited = structuredClone(policy);
+    edited.spec.variables.find((v: Any) => v.name === 'inspections').expression = cel(extended);
+    lab = await startLab(edited);
+  }, 30_000);
+
+  afterAll(async () => {
+    await lab?.close();
+  });
+
+  it('admits every listed command, with any interface name where the list says <interface>', async () => {
+    const admitted = [
+      ...Object.values(INSPECTION_ARGV),
+      ['iptables-save', '-t', 'nat'],
+      ['tc', '-s', 'class', 'show', 'dev', 'net1'],
+      ['tc', '-s', 'class', 'show', 'dev', 'ifb-eth1'],
+      ['ip', '-o', 'addr', 'show', 'dev', 'eth1'],
+      ['ip', '-o', 'addr', 'show', 'dev', 'ens5.100'],
+      ['ip', '-o', 'addr', 'show', 'dev', 'a'.repeat(15)],
+      EIP_ADD,
+    ];
+    for (const command of admitted)
+      expect(await connect(HANDLERS, GW, { command, on: lab }), command.join(' ')).toEqual({ status: 101 });
+  });
+
+  it.each([
+    [['ip', '-o', 'addr', 'show', 'dev', 'net1;id']],
+    [['ip', '-o', 'addr', 'show', 'dev', '$(id)']],
+    [['ip', '-o', 'addr', 'show', 'dev', '-h']],
+    [['ip', '-o', 'addr', 'show', 'dev', 'a'.repeat(16)]],
+    [['ip', '-o', 'addr', 'show', 'dev', '<interface>']],
+    [['ip', '-o', 'addr', 'show', 'dev']],
+    [['ip', '-o', 'addr', 'show', 'dev', 'eth1', 'extra']],
+    [['ip', '-o', 'link', 'set', 'dev', 'eth1', 'down']],
+    [['tc', 'class', 'show', 'dev', 'eth1']],
+    [['iptables-save', '-t', 'filter']],
+    [['iptables-save']],
+    [['sh', '-c', 'iptables-save -t nat']],
+  ])('still refuses %j', async (command) => {
+    const r = await connect(HANDLERS, GW, { command, on: lab });
+    expect([r.status, r.body?.message]).toEqual([
+      403,
+      expect.stringContaining(`refused: ${command.join(' ')} on`),
     ]);
   });
 });
