@@ -1,7 +1,8 @@
 /**
  * The README's first command, as a newcomer runs it: `npm start` (here: scripts/start.ts as a child process), kubectl
- * against the kubeconfig it writes, `npm run invoke` against the running stack, Ctrl-C, and a restart that keeps its
- * state in --data-dir.
+ * against the kubeconfig it writes (the administrator's) and the components' own beside it (their identities, under
+ * infra/rbac's RBAC and exec policy), `npm run invoke` against the running stack, Ctrl-C, and a restart that keeps
+ * its state in --data-dir.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -85,6 +86,59 @@ const net1ViaKubectl = async (): Promise<string> =>
     )
   ).stdout;
 
+/**
+ * What npm start set up for its components: the kubeconfig ready: names is the administrator's; the handlers', the
+ * bridge's and kube-ovn's beside it are their own identities, under infra/rbac's RBAC and exec policy as applied.
+ */
+async function expectIdentities(s: Started, ip: string): Promise<void> {
+  const env = { env: { ...process.env, HOME: dir } };
+  const as = (kc: string, ...args: string[]) => run('kubectl', ['--kubeconfig', kc, ...args], env);
+  const whoami = async (kc: string) =>
+    (await as(kc, 'auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}')).stdout;
+  expect(await whoami(kubeconfig)).toBe('eip-admin');
+  const handlers = (await waitFor(s, /^as: +kubectl --kubeconfig (\S+) auth can-i --list/m))[1]!;
+  expect(handlers).toBe(`${kubeconfig}-handlers`);
+  expect(await whoami(handlers)).toBe(
+    'arn:aws:sts::000000000000:assumed-role/eip-lambdas-local-handlers/eip-lambdas-local',
+  );
+  expect(await whoami(`${kubeconfig}-bridge`)).toBe('system:serviceaccount:eip-lambdas:eip-lambdas-bridge');
+  expect(await whoami(`${kubeconfig}-kube-ovn`)).toBe('system:serviceaccount:kube-system:ovn');
+
+  const policies = await kubectl(
+    'get',
+    'validatingadmissionpolicies,validatingadmissionpolicybindings',
+    '-o',
+    'name',
+  );
+  expect(policies.stdout.split('\n').filter(Boolean).sort()).toEqual([
+    'validatingadmissionpolicy.admissionregistration.k8s.io/eip-lambdas-exec-gateway-pods-only',
+    'validatingadmissionpolicybinding.admissionregistration.k8s.io/eip-lambdas-exec-gateway-pods-only',
+  ]);
+  const exec = (...command: string[]) =>
+    as(handlers, 'exec', '-n', 'kube-system', 'vpc-nat-gw-gw1-0', '-c', 'vpc-nat-gw', '--', ...command);
+  expect((await exec('ip', '-o', 'addr', 'show', 'dev', 'net1')).stdout).toContain(`inet ${ip}/24`);
+  const shell = await exec('sh', '-c', 'id').catch((e: { code: number; stderr: string }) => e);
+  expect(shell).toMatchObject({
+    code: 1,
+    stderr: expect.stringContaining(
+      "ValidatingAdmissionPolicy 'eip-lambdas-exec-gateway-pods-only' with binding 'eip-lambdas-exec-gateway-pods-only' denied request",
+    ),
+  });
+  const del = await as(handlers, 'auth', 'can-i', 'delete', 'iptables-eips.kubeovn.io').catch(
+    (e: { code: number; stdout: string }) => e,
+  );
+  expect(del).toMatchObject({ code: 1, stdout: 'no\n' });
+  const refused = await as(handlers, 'delete', 'iptables-eips', 'demo-eip').catch(
+    (e: { code: number; stderr: string }) => e,
+  );
+  expect(refused).toMatchObject({
+    code: 1,
+    stderr: expect.stringContaining(
+      'iptables-eips.kubeovn.io "demo-eip" is forbidden: User "arn:aws:sts::000000000000:assumed-role/eip-lambdas-local-handlers/eip-lambdas-local" cannot delete resource "iptables-eips" in API group "kubeovn.io" at the cluster scope',
+    ),
+  });
+}
+
 afterAll(() => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
@@ -109,6 +163,7 @@ describe.skipIf(skip)('npm start', () => {
     );
     expect(get.stdout).toBe(`${firstIp} true`);
     expect(await net1ViaKubectl()).toContain(`inet ${firstIp}/24`);
+    await expectIdentities(s, firstIp);
 
     const invoke = await run(
       process.execPath,
