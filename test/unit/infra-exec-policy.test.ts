@@ -5,9 +5,10 @@
  * handlers' identity, accepted (101) or refused with the API server's Status. The policy's CEL runs on a CEL
  * implementation tested against the CEL spec (local/kube-api/admission.ts), not on a model written for this test.
  *
- * Also kept in step here: the policy's operation list with NAT_GW_OPS, its inspection commands with
- * INSPECTION_ARGV, and its argument check with the product's own (natGatewayArgv accepts exactly what the policy
- * admits). test/conformance/admission.test.ts runs the same policy through kubectl and client-node.
+ * Also kept in step here: the policy's operation list with NAT_GW_OPS, its inspection commands with those the
+ * gateway dialects read with (shared/domain/dialect/inspect.ts, each release's, for any external interface), and
+ * its argument check with the product's own (natGatewayArgv accepts exactly what the policy admits).
+ * test/conformance/admission.test.ts runs the same policy through kubectl and client-node.
  *
  * What this does not prove: that a given API server version evaluates CEL identically (its library has Kubernetes
  * extensions this policy does not use); docs/deploy-eks.md shows the check on a real cluster.
@@ -20,7 +21,17 @@ import WebSocket from 'ws';
 import { parseAllDocuments } from 'yaml';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { adminFetch } from '../../local/kube-api/testing.js';
-import { INSPECTION_ARGV } from '../../shared/audit/inspect.js';
+import {
+  DIALECTS,
+  ENV_FILE_ARGV,
+  eipAdd,
+  ifbOf,
+  inspectionArgv,
+  isDialectInspectionArgv,
+  NAT_TABLE_ARGV,
+  qosAdd,
+  qosDel,
+} from '../../shared/domain/dialect/index.js';
 import { GATEWAY_CONTAINER } from '../../shared/domain/kube-ovn.js';
 import { NAT_GW_OPS, natGatewayArgv } from '../../shared/domain/nat-gateway.js';
 
@@ -37,6 +48,26 @@ const HANDLERS = 'handlers-token';
 const WIDE = 'wide-token';
 const GW = 'vpc-nat-gw-gw1-0';
 const EIP_ADD = natGatewayArgv('eip-add', ['172.18.0.11/24,172.18.0.1']);
+
+/** Every command the dialects read a gateway with, for the external interface `ext` (its IFB device included). */
+const readsOf = (ext: string): (readonly string[])[] => [
+  ENV_FILE_ARGV,
+  ...NAT_TABLE_ARGV,
+  ...(['police', 'htb'] as const).flatMap((qos) => Object.values(inspectionArgv({ qos }, ext))),
+];
+
+/** Every nat-gateway.sh call the dialects send, in each release's form. */
+const callsOfEachRelease = (): (readonly string[])[] =>
+  Object.values(DIALECTS).flatMap((d) => {
+    const rule = { priority: 1, rateMax: '10.5', burstMax: '1' };
+    return [
+      eipAdd(d, { address: '172.18.0.11', prefix: 24, gateway: '172.18.0.1' }),
+      qosAdd(d, '172.18.0.11', { direction: 'ingress', ...rule }),
+      qosAdd(d, '172.18.0.11', { direction: 'egress', ...rule }),
+      qosDel(d, '172.18.0.11', 'ingress'),
+      qosDel(d, '172.18.0.11', 'egress'),
+    ].map((c) => natGatewayArgv(c.op, c.args));
+  });
 
 let api: KubeApi;
 
@@ -182,25 +213,48 @@ describe('exec policy (infra/rbac/exec-policy.yaml) in the local API', () => {
     expect(policy.spec.matchConditions[0].expression).toContain("'eip-lambdas:handlers'");
   });
 
-  it("lists exactly the product's nat-gateway.sh operations and inspection commands (update the policy's variables when these change)", () => {
+  it("lists exactly the product's nat-gateway.sh operations and the commands each release is read with (update the policy's variables when these change)", () => {
     const ops = run(variable('natGatewayOps'));
     const inspections = run(variable('inspections'));
     if (isCelError(ops) || isCelError(inspections)) throw new Error('the policy variables do not evaluate');
     expect([...(ops as Iterable<string>)].sort()).toEqual([...NAT_GW_OPS].sort());
-    expect([...(inspections as Iterable<Iterable<string>>)].map((a) => [...a])).toEqual(
-      Object.values(INSPECTION_ARGV).map((a) => [...a]),
-    );
+    // The product's reads for one external interface, its name (and its IFB device's) written as the policy does.
+    const EXT = 'eth9';
+    const asTemplate = (argv: readonly string[]) =>
+      argv.map((w) => (w === EXT || w === ifbOf(EXT) ? '<interface>' : w)).join(' ');
+    const listed = [...(inspections as Iterable<Iterable<string>>)].map((a) => [...a].join(' '));
+    expect(new Set(listed).size).toBe(listed.length);
+    expect(listed.sort()).toEqual([...new Set(readsOf(EXT).map(asTemplate))].sort());
   });
 
   it('admits the handlers every command the product sends into the vpc-nat-gw container of a gateway pod', async () => {
     const sent = [
       ...NAT_GW_OPS.map((op) => natGatewayArgv(op, ['172.18.0.11/24,172.18.0.1'])),
-      natGatewayArgv('eip-ingress-qos-add', ['172.18.0.11', '1', '10.5', '1']),
-      ...Object.values(INSPECTION_ARGV),
+      ...callsOfEachRelease(),
+      ...readsOf('net1'),
     ];
     for (const command of sent)
       expect(await connect(HANDLERS, GW, { command }), command.join(' ')).toEqual({ status: 101 });
     expect(await connect(HANDLERS, GW, { stdin: false, tty: false })).toEqual({ status: 101 });
+  });
+
+  it('admits the reads for any external interface the product may read, and refuses what is not an interface name', async () => {
+    // What the product may read: any name isInterfaceName accepts (and its IFB device); 12 to 15 characters are
+    // admitted too (the policy does not tie a word to its position), which the product sends only as ifb-<name>.
+    for (const ext of ['eth1', 'ens5.100', '_x', 'x-', 'a'.repeat(11)])
+      for (const command of readsOf(ext)) {
+        expect(isDialectInspectionArgv(command)).toBe(true);
+        expect(await connect(HANDLERS, GW, { command }), command.join(' ')).toEqual({ status: 101 });
+      }
+    for (const name of ['.', '..', 'a'.repeat(16), 'net1;id', '$(id)', 'net 1', 'ä', ''])
+      for (const template of [
+        ['ip', '-o', 'addr', 'show', 'dev', name],
+        ['tc', 'class', 'show', 'dev', name],
+      ]) {
+        expect(isDialectInspectionArgv(template)).toBe(false);
+        const r = await connect(HANDLERS, GW, { command: template });
+        expect(r.status, JSON.stringify(template)).toBe(403);
+      }
   });
 
   it.each([
@@ -236,7 +290,14 @@ describe('exec policy (infra/rbac/exec-policy.yaml) in the local API', () => {
     [['bash', '/tmp/nat-gateway.sh', 'eip-add', '1.2.3.4/24']],
     [['/kube-ovn/nat-gateway.sh', 'eip-add', '1.2.3.4/24']],
     [['ip', 'addr', 'add', '1.2.3.4/24', 'dev', 'net1']],
-    [['ip', '-o', 'addr', 'show', 'dev', 'eth0']],
+    [['ip', '-o', 'addr', 'show', 'dev', '<interface>']],
+    [['ip', '-o', 'addr', 'show', 'dev']],
+    [['ip', '-o', 'link', 'set', 'dev', 'net1', 'down']],
+    [['tc', 'qdisc', 'del', 'dev', 'net1', 'root']],
+    [['iptables-save', '-t', 'filter']],
+    [['iptables-save']],
+    [['iptables', '-t', 'nat', '-F']],
+    [['cat', '/etc/kube-ovn/nat-gateway.env', '/etc/shadow']],
     [['tc', '-p', 'filter', 'show', 'dev', 'net1', 'parent', 'ffff:', 'extra']],
     [['kill', '1']],
     [['cat', '/etc/shadow']],
@@ -311,14 +372,12 @@ describe('exec policy (infra/rbac/exec-policy.yaml) in the local API', () => {
   });
 });
 
-describe("the exec policy's inspections list, extended as a later release's audit would need it", () => {
-  // What an audit of newer kube-ovn releases reads besides today's commands: the nat table, HTB classes, and
-  // the external interface by its name (which the gateway chooses, hence '<interface>').
+describe("the exec policy's inspections list, extended as a later audit would need it", () => {
+  // Commands a later audit might read besides today's: class statistics of any interface, another iptables table.
   const extended = [
-    ...Object.values(INSPECTION_ARGV),
-    ['iptables-save', '-t', 'nat'],
+    ...[...(run(variable('inspections')) as Iterable<Iterable<string>>)].map((a) => [...a]),
     ['tc', '-s', 'class', 'show', 'dev', '<interface>'],
-    ['ip', '-o', 'addr', 'show', 'dev', '<interface>'],
+    ['iptables-save', '-t', 'mangle'],
   ];
   const cel = (list: readonly (readonly string[])[]) =>
     `[${list.map((a) => `[${a.map((w) => `'${w}'`).join(', ')}]`).join(', ')}]`;
@@ -336,13 +395,10 @@ describe("the exec policy's inspections list, extended as a later release's audi
 
   it('admits every listed command, with any interface name where the list says <interface>', async () => {
     const admitted = [
-      ...Object.values(INSPECTION_ARGV),
-      ['iptables-save', '-t', 'nat'],
+      ...readsOf('net1'),
       ['tc', '-s', 'class', 'show', 'dev', 'net1'],
       ['tc', '-s', 'class', 'show', 'dev', 'ifb-eth1'],
-      ['ip', '-o', 'addr', 'show', 'dev', 'eth1'],
-      ['ip', '-o', 'addr', 'show', 'dev', 'ens5.100'],
-      ['ip', '-o', 'addr', 'show', 'dev', 'a'.repeat(15)],
+      ['iptables-save', '-t', 'mangle'],
       EIP_ADD,
     ];
     for (const command of admitted)
@@ -350,18 +406,12 @@ describe("the exec policy's inspections list, extended as a later release's audi
   });
 
   it.each([
-    [['ip', '-o', 'addr', 'show', 'dev', 'net1;id']],
-    [['ip', '-o', 'addr', 'show', 'dev', '$(id)']],
-    [['ip', '-o', 'addr', 'show', 'dev', '-h']],
-    [['ip', '-o', 'addr', 'show', 'dev', 'a'.repeat(16)]],
-    [['ip', '-o', 'addr', 'show', 'dev', '<interface>']],
-    [['ip', '-o', 'addr', 'show', 'dev']],
-    [['ip', '-o', 'addr', 'show', 'dev', 'eth1', 'extra']],
-    [['ip', '-o', 'link', 'set', 'dev', 'eth1', 'down']],
-    [['tc', 'class', 'show', 'dev', 'eth1']],
-    [['iptables-save', '-t', 'filter']],
-    [['iptables-save']],
-    [['sh', '-c', 'iptables-save -t nat']],
+    [['tc', '-s', 'class', 'show', 'dev', 'net1;id']],
+    [['tc', '-s', 'class', 'show', 'dev', '<interface>']],
+    [['tc', '-s', 'class', 'show', 'dev', 'net1', 'extra']],
+    [['tc', '-s', 'class', 'del', 'dev', 'net1']],
+    [['iptables-save', '-t', 'raw']],
+    [['sh', '-c', 'iptables-save -t mangle']],
   ])('still refuses %j', async (command) => {
     const r = await connect(HANDLERS, GW, { command, on: lab });
     expect([r.status, r.body?.message]).toEqual([
