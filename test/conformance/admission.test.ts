@@ -26,6 +26,8 @@ import { type StandIns, startStandIns } from '../../local/controllers/index.js';
 import { demoObjects } from '../../local/demo.js';
 import { IDENTITIES } from '../../local/identities.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
+import { DEFAULT_RELEASE } from '../../local/natgw/releases.js';
+import { DIALECTS, eipAdd, parseRelease } from '../../shared/domain/dialect/index.js';
 import { natGatewayArgv } from '../../shared/domain/nat-gateway.js';
 import { eventually } from '../support/eventually.js';
 import { apiError, EIP, eip, kubectlSuite, manifest, useApi } from './harness.js';
@@ -123,7 +125,15 @@ kubectlSuite('ValidatingAdmissionPolicy', () => {
             )
             .catch(reject);
         });
-      const ok = await run(natGatewayArgv('eip-add', ['172.18.0.200/16,172.18.0.1']));
+      // eip-add in the form of the release the lab's gateway plays (the address alone since 1.13).
+      const release = parseRelease(DEFAULT_RELEASE);
+      if (!release.ok) throw new Error(release.problem);
+      const add = eipAdd(DIALECTS[release.line], {
+        address: '172.18.0.200',
+        prefix: 16,
+        gateway: '172.18.0.1',
+      });
+      const ok = await run(natGatewayArgv(add.op, add.args));
       expect(ok.status).toBe('Success');
       expect(env.api.gateways.get('kube-system', GW)!.net1Addresses()).toContain('172.18.0.200/16');
       const refused = await run(['bash', '-c', 'ip addr']).then(
