@@ -16,6 +16,7 @@
  * Nothing here runs nat-gateway.sh. Every step is idempotent: adopting twice changes nothing the second time.
  */
 
+import { addressesOf } from '../shared/core/held.js';
 import { type PodReservation, reservePodAddresses } from '../shared/core/pod-addresses.js';
 import { redoToken } from '../shared/core/view.js';
 import { parseAddress, poolsOf, prefixLength, staticAddressProblem } from '../shared/domain/addressing.js';
@@ -188,7 +189,17 @@ async function adoptOne(
   const withRedo = { ...(redo && { redo }), ...(redoReason && { reason: redoReason }) };
 
   const owner = { uid: eip.metadata.uid, name };
-  const held = (await deps.ipam.findByOwner(owner.uid)).find((a) => a.subnet === subnet && a.address === ip);
+  // What the uid holds, read where the EIP records it, not through the owner index alone (ADR 0085). status.ip is
+  // adopted only for an EIP that holds no address: one edited by hand is put back by the handlers (ADR 0086).
+  const all = await deps.ipam.findByOwner(owner.uid, [
+    { subnet, addresses: addressesOf(eip), pools: [pool] },
+  ]);
+  const held = all.find((a) => a.subnet === subnet && a.address === ip);
+  const other = all.find((a) => a.family === 4 && a !== held);
+  if (!held && other)
+    return skip(
+      `this EIP holds ${other.address} in ${other.subnet} already: status.ip ${ip} is not adopted (the update handler puts status.ip back)`,
+    );
   if (dryRun)
     return held
       ? { ...base, prefix, status: 'already', ...withRedo }

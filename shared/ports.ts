@@ -48,6 +48,12 @@ export interface Pool {
 export interface Placement {
   gateway: string;
   prefix: number;
+  /**
+   * The QoS policy whose tc filters are on the gateway for this address ('' for none), recorded after the QoS step
+   * changed them; undefined when not recorded (an allocation placed before this was kept). status.qosPolicy and the
+   * qos label are put back from it when edited by hand (ADR 0086).
+   */
+  qos?: string;
 }
 
 export interface Allocation {
@@ -81,6 +87,20 @@ export interface ClaimOptions {
   home?: string;
 }
 
+/**
+ * Where an owner's allocations may be, as the owner's EIP records them (ADR 0085): the addresses it names (spec.v4ip,
+ * spec.v6ip, status.ip, the eip_v4_ip label) in one of its subnets, and that subnet's pools with the home its claims
+ * go to (ClaimOptions.home, else the adapter's default for the uid). An adapter reads each of these places
+ * consistently, so an allocation is found whatever an index says.
+ */
+export interface OwnerRecord {
+  subnet: string;
+  addresses: readonly string[];
+  /** The subnet's pools, when known: where the adapter's claimAny puts the owner's claims is read too. */
+  pools?: readonly Pool[];
+  home?: string;
+}
+
 export interface Ipam {
   /**
    * Claims `address` in `pool` for `owner`. Idempotent for the same owner uid. `placement`, when given, is recorded
@@ -101,9 +121,16 @@ export interface Ipam {
    * somewhere it remembers free addresses. Undefined: no preference. Optional.
    */
   suggestHome?(pool: Pool): string | undefined;
-  /** Every allocation held by this owner uid, in any subnet. */
-  findByOwner(ownerUid: string): Promise<Allocation[]>;
-  /** Releases every allocation held by this owner uid; returns what was released. */
+  /**
+   * Every allocation held by this owner uid, in any subnet. An adapter may find allocations through an index that
+   * lags its table (DynamoDB's owner index); every place `where` names is read consistently, so an allocation made
+   * there is found at once (ADR 0085). Every allocation returned is confirmed held by the owner.
+   */
+  findByOwner(ownerUid: string, where?: readonly OwnerRecord[]): Promise<Allocation[]>;
+  /**
+   * Releases every allocation held by this owner uid that its index shows; returns what was released. The handlers
+   * release what findByOwner found instead, address by address (ADR 0085).
+   */
   releaseByOwner(ownerUid: string): Promise<Allocation[]>;
   /**
    * Releases one address only if `ownerUid` still holds it. Returns false (and changes nothing) when the
@@ -115,6 +142,27 @@ export interface Ipam {
    * nothing) when the owner no longer holds the address.
    */
   place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean>;
+}
+
+// ---------------------------------------------------------------- Policy holds
+
+/**
+ * The product's record of which EIP holds an unshared QoS policy (ADR 0087): one item per policy, taken with a
+ * conditional write before any tc filter of the policy goes on, given back after the filters come off. The unshared
+ * check decides from it, never from labels, which a user can edit.
+ */
+export interface PolicyHolds {
+  /**
+   * Takes `policy` for `owner` when nobody holds it, `owner` already does, or the holder is `replacing` (the uid of a
+   * holder found to be gone: taken over only if it still holds it). Returns the holder afterwards: `owner` on success.
+   */
+  hold(policy: string, owner: Owner, replacing?: string): Promise<Owner>;
+  /** Who holds `policy` now (a consistent read), or undefined. */
+  findHolder(policy: string): Promise<Owner | undefined>;
+  /** Every hold (the collector's view: holders that are gone are let go). */
+  listHolds(): Promise<{ policy: string; holder: Owner }[]>;
+  /** Gives `policy` up only if `ownerUid` holds it; false (and nothing changes) otherwise. */
+  release(policy: string, ownerUid: string): Promise<boolean>;
 }
 
 // ---------------------------------------------------------------- Leases
@@ -274,6 +322,7 @@ export interface Metrics {
 /** Everything a handler needs. Built once per cold start by shared/adapters/live.ts, or by the tests. */
 export interface Deps {
   ipam: Ipam;
+  holds: PolicyHolds;
   leases: Leases;
   cluster: Cluster;
   gateway: Gateway;

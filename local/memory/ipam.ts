@@ -6,6 +6,13 @@
  * - owner is the uid: same-owner claims are idempotent, another owner's address is a conflict.
  * Both adapters pass the same contract suite (test/contract/ipam.ts). Order within a phase may differ: the
  * DynamoDB allocator spreads concurrent allocators over the pool on purpose (docs/adr/0012).
+ *
+ * The owner index is modelled (ADR 0085): findByOwner without a record of where to look sees an allocation only
+ * once its index entry is visible — at once by default, `indexLagMs` after the claim with that option (DynamoDB's
+ * global secondary index on AWS), never after `hideFromIndex` (dynalite's index entry lost to a crash between the
+ * index write and the item write, test/crash/index-item.test.ts shows it on the real adapter). The places an
+ * OwnerRecord names are read as the DynamoDB adapter reads them, consistently: the addresses it lists, and — for
+ * a record with pools — the owner's claimAny claims in those pools (its home block, or the pointer there).
  */
 import {
   allocatableRanges,
@@ -15,17 +22,45 @@ import {
   staticAddressProblem,
 } from '../../shared/domain/addressing.js';
 import { AddressConflictError, NoAvailableAddressError } from '../../shared/domain/errors.js';
-import type { Allocation, ClaimOptions, Ipam, Owner, Placement, Pool } from '../../shared/ports.js';
+import type {
+  Allocation,
+  ClaimOptions,
+  Clock,
+  Ipam,
+  Owner,
+  OwnerRecord,
+  Placement,
+  Pool,
+} from '../../shared/ports.js';
 
 const keyOf = (subnet: string, address: string): string => `${subnet}|${address}`;
+
+export interface MemoryIpamOptions {
+  /** The clock the index lag is measured on (required with indexLagMs). */
+  clock?: Clock;
+  /** The owner index shows a claim this long after it was made. Default 0 (at once). */
+  indexLagMs?: number;
+}
 
 export class MemoryIpam implements Ipam {
   /** (subnet|address) → allocation */
   readonly allocations = new Map<string, Allocation>();
+  /** (subnet|address) → when the owner index shows the allocation (epoch ms; Infinity: never). */
+  private readonly indexedAt = new Map<string, number>();
+  /** (subnet|address) of allocations made by claimAny (found through the owner's home block, ADR 0026). */
+  private readonly byAny = new Set<string>();
   /** (subnet|family) → released addresses, oldest first */
   private readonly released = new Map<string, string[]>();
   /** (subnet|family) → addresses ever handed out */
   private readonly used = new Map<string, Set<string>>();
+
+  constructor(private readonly options: MemoryIpamOptions = {}) {}
+
+  /** The owner index loses this allocation's entry: only a consistent read of where it is finds it from now on. */
+  hideFromIndex(subnet: string, address: string): void {
+    const k = keyOf(subnet, canonicalAddress(address));
+    if (this.allocations.has(k)) this.indexedAt.set(k, Number.POSITIVE_INFINITY);
+  }
 
   async claimAddress(pool: Pool, address: string, owner: Owner, placement?: Placement): Promise<Allocation> {
     assertClaimable(pool, address);
@@ -58,7 +93,7 @@ export class MemoryIpam implements Ipam {
       for (let v = r.start; v <= r.end; v++) {
         const addr = formatAddress(pool.family, v);
         if (!used.has(addr) && !avoid.has(addr) && !this.allocations.has(keyOf(pool.subnet, addr)))
-          return this.record(pool, addr, owner, placement);
+          return this.record(pool, addr, owner, placement, true);
       }
     }
     const released = this.released.get(`${pool.subnet}|${pool.family}`) ?? [];
@@ -75,13 +110,38 @@ export class MemoryIpam implements Ipam {
         continue;
       }
       released.splice(i, 1);
-      return this.record(pool, addr, owner, placement);
+      return this.record(pool, addr, owner, placement, true);
     }
     throw new NoAvailableAddressError(`no available IPv${pool.family} address in subnet ${pool.subnet}`);
   }
 
-  async findByOwner(ownerUid: string): Promise<Allocation[]> {
-    return [...this.allocations.values()].filter((a) => a.owner.uid === ownerUid);
+  async findByOwner(ownerUid: string, where: readonly OwnerRecord[] = []): Promise<Allocation[]> {
+    const found = new Map<string, Allocation>();
+    for (const [k, a] of this.allocations)
+      if (a.owner.uid === ownerUid && this.indexShows(k)) found.set(k, a);
+    for (const r of where) {
+      for (const address of r.addresses) {
+        const k = keyOf(r.subnet, canonicalAddressOrSelf(address));
+        const a = this.allocations.get(k);
+        if (a?.owner.uid === ownerUid) found.set(k, a);
+      }
+      for (const pool of r.pools ?? [])
+        for (const [k, a] of this.allocations)
+          if (
+            a.owner.uid === ownerUid &&
+            a.subnet === pool.subnet &&
+            a.family === pool.family &&
+            this.byAny.has(k)
+          )
+            found.set(k, a);
+    }
+    return [...found.values()].sort((a, b) => (a.subnet + a.family < b.subnet + b.family ? -1 : 1));
+  }
+
+  /** Whether the owner index shows the allocation at key `k` now. */
+  private indexShows(k: string): boolean {
+    const at = this.indexedAt.get(k) ?? 0;
+    return at <= (this.options.clock?.now() ?? Date.now());
   }
 
   async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
@@ -95,6 +155,8 @@ export class MemoryIpam implements Ipam {
     const held = this.allocations.get(keyOf(subnet, addr));
     if (!held || held.owner.uid !== ownerUid) return false;
     this.allocations.delete(keyOf(subnet, addr));
+    this.indexedAt.delete(keyOf(subnet, addr));
+    this.byAny.delete(keyOf(subnet, addr));
     const k = `${subnet}|${held.family}`;
     const list = this.released.get(k) ?? [];
     list.push(addr);
@@ -120,7 +182,7 @@ export class MemoryIpam implements Ipam {
     return s;
   }
 
-  private record(pool: Pool, address: string, owner: Owner, placement?: Placement): Allocation {
+  private record(pool: Pool, address: string, owner: Owner, placement?: Placement, any = false): Allocation {
     const a: Allocation = {
       subnet: pool.subnet,
       family: pool.family,
@@ -128,8 +190,21 @@ export class MemoryIpam implements Ipam {
       owner: { ...owner },
       ...(placement && { placement: { ...placement } }),
     };
-    this.allocations.set(keyOf(pool.subnet, address), a);
+    const k = keyOf(pool.subnet, address);
+    this.allocations.set(k, a);
+    if (any) this.byAny.add(k);
+    if (this.options.indexLagMs)
+      this.indexedAt.set(k, (this.options.clock?.now() ?? Date.now()) + this.options.indexLagMs);
     this.usedSet(pool).add(address);
     return a;
+  }
+}
+
+/** The canonical form of an address; a value that does not parse is kept as it is (it then matches nothing). */
+function canonicalAddressOrSelf(address: string): string {
+  try {
+    return canonicalAddress(address);
+  } catch {
+    return address;
   }
 }

@@ -21,6 +21,7 @@ import type { Clock, Deps } from '../../shared/ports.js';
 import { atLeast, gatewayImage, type KubeOvnRelease } from '../natgw/releases.js';
 import { MemoryCluster, type MemoryPod } from './cluster.js';
 import { MemoryGateway } from './gateway.js';
+import { MemoryHolds } from './holds.js';
 import { memoryInspector } from './inspect.js';
 import { MemoryIpam } from './ipam.js';
 import { MemoryLeases } from './leases.js';
@@ -71,12 +72,15 @@ export interface WorldOptions {
   clock?: ManualClock;
   /** The kube-ovn release the gateway plays: its pod's template facts and its simulated script (default 1.12). */
   release?: KubeOvnRelease;
+  /** The IPAM's owner index shows a claim this long after it was made (a model of DynamoDB's GSI, ADR 0085). */
+  indexLagMs?: number;
 }
 
 export function world(options: WorldOptions = {}) {
   const clock = options.clock ?? new ManualClock();
   const cluster = new MemoryCluster();
-  const ipam = new MemoryIpam();
+  const ipam = new MemoryIpam({ clock, ...(options.indexLagMs && { indexLagMs: options.indexLagMs }) });
+  const holds = new MemoryHolds();
   const leases = new MemoryLeases({ clock });
   const release = options.release ?? '1.12';
   // A pod's own net1 address, from 1.13 (1.16's init fails without one, as its script does); the 1.12 world keeps
@@ -88,6 +92,7 @@ export function world(options: WorldOptions = {}) {
   const deps: Deps = {
     cluster,
     ipam,
+    holds,
     leases,
     gateway,
     inspector: memoryInspector(gateway),
@@ -132,6 +137,7 @@ export function world(options: WorldOptions = {}) {
     clock,
     cluster,
     ipam,
+    holds,
     leases,
     gateway,
     metrics,
@@ -266,13 +272,14 @@ export function world(options: WorldOptions = {}) {
       const allocations = [...ipam.allocations.values()]
         .map((a) => `${a.subnet}/${a.address}=${a.owner.uid}`)
         .sort();
+      const policyHolds = [...holds.held].map(([policy, h]) => `${policy}=${h.uid}`).sort();
       let net1: string[] = [];
       let tc: unknown[] = [];
       if (cluster.pods.has(`kube-system/${POD}`)) {
         net1 = w.net1();
         tc = w.tc();
       }
-      return { eips, allocations, net1, tc };
+      return { eips, allocations, policyHolds, net1, tc };
     },
   };
   w.createPod();

@@ -13,7 +13,7 @@ import { jsonLogger } from '../observability/log.js';
 import { EmfMetrics, TallyMetrics } from '../observability/metrics.js';
 import type { Deps, Logger, Metrics } from '../ports.js';
 import { cachedEksToken } from './aws/eks-token.js';
-import { createDynamoIpam, createDynamoLeases, DYNAMO_MAX_ATTEMPTS } from './dynamo/index.js';
+import { createDynamoHolds, createDynamoIpam, createDynamoLeases, DYNAMO_MAX_ATTEMPTS } from './dynamo/index.js';
 import { createK8sCluster, createK8sGateway, createK8sInspector } from './k8s/index.js';
 import type { KubeEndpoint, KubeSource } from './k8s/rest.js';
 
@@ -82,6 +82,7 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
     gateway: createK8sGateway({ kubeConfig, timeoutMs: config.execTimeoutMs }),
     inspector: createK8sInspector({ kubeConfig, timeoutMs: config.execTimeoutMs }),
     ipam: createDynamoIpam({ client, tableName: config.dynamo.tableName, log, metrics }),
+    holds: createDynamoHolds({ client, tableName: config.dynamo.tableName, log, metrics }),
     leases: createDynamoLeases({ client, tableName: config.dynamo.tableName, clock }),
     clock,
     log,

@@ -26,6 +26,7 @@ import {
   runningGatewayPod,
   v4PoolOf,
 } from './gateway.js';
+import { heldBy } from './held.js';
 import { updateEipMeta } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { podAddressesOn, refuseGatewayPodAddress } from './pod-addresses.js';
@@ -35,8 +36,10 @@ import { rejectedAfterConfiguring } from './settle.js';
 import {
   addedMeta,
   configuredConditions,
+  desiredLabels,
   hasOurFinalizer,
   type LabelFacts,
+  labelChanges,
   maintainedMeta,
   redoToken,
   statusChanges,
@@ -91,8 +94,9 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
 
   // 2. Allocation, durable before the gateway is touched, with where the address is about to be configured in the
   //    same write (ADR 0041: clean-up may then run eip-del where the add never happened, which changes nothing).
-  const placement: Placement = { gateway: need.gateway, prefix: prefixLength(need.v4) };
-  const { v4, v6 } = await allocate(run, need, owner, placement, {
+  // No filters yet ('' recorded), so a clean-up after a crash here removes none; the QoS step records what it adds.
+  const placement: Placement = { gateway: need.gateway, prefix: prefixLength(need.v4), qos: '' };
+  const { v4: claimed, v6 } = await allocate(run, need, owner, placement, {
     firstAttempt,
     home: eip.metadata.annotations?.[IPAM_HOME_ANNOTATION],
   });
@@ -101,11 +105,12 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   //    still need it moved here).
   const pod = await runningGatewayPod(deps, need.gateway, need.pods);
   const d = await run.dialect(pod, need.vpcNatGateway);
-  const on = { address: v4.address, prefix: placement.prefix, gateway: need.v4.gateway };
+  const on = { address: claimed.address, prefix: placement.prefix, gateway: need.v4.gateway };
   await run.gw(pod, eipAdd(d, on), d);
-  await recordPlacement(run, v4, placement);
+  const v4 = await recordPlacement(run, claimed, { ...placement, qos: claimed.placement?.qos ?? '' });
 
-  // 4. QoS: a problem from here on leaves the address configured and is reported in its own condition.
+  // 4. QoS: a problem from here on leaves the address configured and is reported in its own condition. What the
+  //    gateway now polices is recorded with the allocation (one write, only when there is a policy; ADR 0086).
   const q = await applyQos(
     run,
     eip,
@@ -114,6 +119,7 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     { want: need.qos?.name ?? '', have: '', redo: true },
     need.qos,
   );
+  await recordPlacement(run, v4, { ...placement, qos: q.applied });
 
   // 5. Spec and labels in one write, then status.
   const facts: LabelFacts = { subnet: v4.subnet, gateway: need.gateway, ip: v4.address, qos: q.applied };
@@ -190,7 +196,9 @@ async function allocate(
   };
   let v4: Allocation;
   if (need.requested) {
-    const held = await ipam.findByOwner(owner.uid);
+    const held = await ipam.findByOwner(owner.uid, [
+      { subnet: need.v4.subnet, addresses: [need.requested], pools: [need.v4] },
+    ]);
     v4 = await ipam.claimAddress(need.v4, need.requested, owner, placement);
     // The user changed spec.v4ip before the EIP was ever configured: give back what the old request claimed.
     for (const a of held)
@@ -213,17 +221,19 @@ async function allocate(
 async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError): Promise<Outcome> {
   const { deps, inv } = run;
   const name = eip0.metadata.name;
-  const ip = eip0.status!.ip!;
   await requireFeature(deps);
 
-  // Where the address really is: the allocation this EIP holds for it and its recorded placement. An EIP configured
-  // before placements were recorded falls back to its labels (then its spec), and gets its placement recorded now.
-  const alloc = await heldOrAdopted(run, eip0, ip, invalid);
-  const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
-  const placement = placementOf(eip0, ip, alloc, pool, invalid);
+  // Where the address really is: the allocation this EIP holds and its recorded placement (ADR 0015). status.ip is
+  // output: one edited by hand is put back from the allocation, never adopted while the uid holds one (ADR 0086).
+  // An EIP configured before placements were recorded falls back to its labels (then its spec), and gets its
+  // placement recorded now.
+  const held = await heldOrAdopted(run, eip0, invalid);
+  const ip = held.address;
+  const pool = (await v4PoolOf(deps, held.subnet)).v4;
+  const placement = placementOf(eip0, ip, held, pool, invalid);
 
   // Refused changes: the address stays where it is, and the refusal is reported after the address is seen to.
-  const refused = invalid ?? refusedChange(eip0, ip, alloc, placement);
+  const refused = invalid ?? refusedChange(eip0, ip, held, placement);
 
   // The address first. Redo when the gateway restarted since we configured it (the token moved), someone asked
   // for one the kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second
@@ -237,35 +247,41 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
     const d = await run.dialect(pod);
     await run.gw(pod, eipAdd(d, { address: ip, prefix: placement.prefix, gateway: pool.gateway }), d);
   }
-  await recordPlacement(run, alloc, placement);
 
-  // Then QoS, then metadata (finalizer, labels as configured), then status.
-  const have = eip0.status?.qosPolicy ?? '';
+  // Then QoS, from what the allocation records as applied (status.qosPolicy only for an allocation recorded before
+  // that was kept); the placement with what is now applied, in one write when either changed; then metadata
+  // (finalizer, labels as configured), then status.
+  const have = held.placement?.qos ?? eip0.status?.qosPolicy ?? '';
   const want = invalid ? have : (eip0.spec.qosPolicy ?? ''); // an invalid spec changes nothing on the gateway
+  await noteHandEdits(run, eip0, held, { subnet: held.subnet, gateway: placement.gateway, ip, qos: have });
   const q = await applyQos(run, eip0, pod, ip, { want, have, redo });
-  const facts: LabelFacts = { subnet: alloc.subnet, gateway: placement.gateway, ip, qos: q.applied };
-  const eip = await updateEipMeta(deps, name, q.eip, (e) => maintainedMeta(e, facts));
+  await recordPlacement(run, held, { ...placement, qos: q.applied });
+  const facts: LabelFacts = { subnet: held.subnet, gateway: placement.gateway, ip, qos: q.applied };
+  const eip = await updateEipMeta(deps, name, eip0, (e) => maintainedMeta(e, facts));
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
-  if (eip.metadata.resourceVersion !== q.eip.metadata.resourceVersion) run.did('metadata');
+  if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('metadata');
   await writeConfiguredStatus(run, eip, { ip, redo: token, qos: q, ...(refused && { refusal: refused }) });
   const problem = refused ?? q.problem;
   return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, ip);
 }
 
 /**
- * The allocation this EIP holds for its address; one configured before this table existed (or lost from it) is
- * adopted, from its labelled subnet, else its spec's. Another EIP's address is refused.
+ * The allocation this EIP holds for its address — the one status.ip names, else (status.ip edited by hand) the one
+ * its spec, label or placement names. Only an EIP whose uid holds no IPv4 allocation has its status.ip adopted
+ * (configured before this table existed, or lost from it), from its labelled subnet, else its spec's; another EIP's
+ * address is refused.
  */
 async function heldOrAdopted(
   run: Run,
   eip: IptablesEip,
-  ip: string,
   invalid: InvalidSpecError | undefined,
 ): Promise<Allocation> {
   const { deps } = run;
+  const ip = eip.status!.ip!;
   const owner = { uid: eip.metadata.uid, name: eip.metadata.name };
-  const held = (await deps.ipam.findByOwner(owner.uid)).find((a) => a.family === 4 && a.address === ip);
-  if (held) return held;
+  const held = (await heldBy(deps, eip)).filter((a) => a.family === 4);
+  const recorded = held.find((a) => a.address === ip) ?? recordedOf(held, eip);
+  if (recorded) return recorded;
   const network = validName(eip.metadata.labels?.[Label.subnet]) ?? validName(externalNetworkOf(eip));
   if (!network)
     throw invalid ?? new InvalidSpecError(`${ip} is not held by this EIP and has no valid subnet`);
@@ -275,6 +291,48 @@ async function heldOrAdopted(
   const adopted = await deps.ipam.claimAddress(adoptFrom, ip, owner);
   run.did(`adopt ${ip}`);
   return adopted;
+}
+
+/** Of several IPv4 allocations (none for status.ip): the one spec.v4ip names, then the label, then a placed one. */
+function recordedOf(held: readonly Allocation[], eip: IptablesEip): Allocation | undefined {
+  return (
+    held.find((a) => a.address === eip.spec.v4ip) ??
+    held.find((a) => a.address === eip.metadata.labels?.[Label.eipV4Ip]) ??
+    held.find((a) => a.placement) ??
+    held[0]
+  );
+}
+
+/**
+ * status.ip, status.qosPolicy and the labels are output, written from the allocation record: a value that differs
+ * from what the record said before this run was edited by someone else. Each is put back by this run's writes; this
+ * says so with an Event on the EIP (ADR 0086).
+ */
+async function noteHandEdits(
+  run: Run,
+  eip: IptablesEip,
+  alloc: Allocation,
+  before: LabelFacts,
+): Promise<void> {
+  const edits: string[] = [];
+  const shown = eip.status?.ip;
+  if (shown && shown !== alloc.address)
+    edits.push(`status.ip ${shown} (the allocation holds ${alloc.address})`);
+  const qos = alloc.placement?.qos;
+  if (qos !== undefined && (eip.status?.qosPolicy ?? '') !== qos)
+    edits.push(`status.qosPolicy "${eip.status?.qosPolicy ?? ''}" (applied: "${qos}")`);
+  const labels = labelChanges(eip.metadata.labels, desiredLabels(before));
+  if (labels)
+    edits.push(
+      `label${Object.keys(labels).length > 1 ? 's' : ''} ${Object.keys(labels)
+        .map((k) => `${k}=${eip.metadata.labels?.[k] ?? '(none)'}`)
+        .join(', ')}`,
+    );
+  if (edits.length === 0) return;
+  const message = `put back from the allocation record: ${edits.join('; ')}`;
+  run.inv.log.warn('output edited by hand, put back', { edits });
+  run.did('put back edited output');
+  await run.deps.cluster.emitEvent(eip, { type: 'Warning', reason: 'OutputRestored', message });
 }
 
 /** Where the address is configured: its recorded placement, else the gateway its labels (then spec) name. */
@@ -315,14 +373,28 @@ function refusedChange(
 
 // ------------------------------------------------------------------------------------------- shared by both
 
-/** Records where the address is configured; the owner must still hold it (a lease holder always does). */
-async function recordPlacement(run: Run, a: Allocation, placement: Placement): Promise<void> {
-  if (a.placement?.gateway === placement.gateway && a.placement.prefix === placement.prefix) return;
-  if (!(await run.deps.ipam.place(a.subnet, a.address, a.owner.uid, placement)))
+/**
+ * Records where the address is configured, and — when `placement.qos` is given — which policy the gateway polices it
+ * with; a policy recorded earlier is kept when it is not. The owner must still hold it (a lease holder always does).
+ * Returns the allocation as now recorded; no write when nothing changes.
+ */
+async function recordPlacement(run: Run, a: Allocation, placement: Placement): Promise<Allocation> {
+  const qos = placement.qos ?? a.placement?.qos;
+  const next: Placement = {
+    gateway: placement.gateway,
+    prefix: placement.prefix,
+    ...(qos !== undefined && { qos }),
+  };
+  const p = a.placement;
+  if (p?.gateway === next.gateway && p.prefix === next.prefix && p.qos === next.qos) return a;
+  if (!(await run.deps.ipam.place(a.subnet, a.address, a.owner.uid, next)))
     throw new ConflictError(
       `${a.address} is no longer held by ${a.owner.uid}; its placement was not recorded`,
     );
-  run.did(`place ${a.address} on ${placement.gateway}`);
+  if (p?.gateway !== next.gateway || p?.prefix !== next.prefix)
+    run.did(`place ${a.address} on ${next.gateway}`);
+  else run.did(`record qos "${next.qos}" for ${a.address}`);
+  return { ...a, placement: next };
 }
 
 /** Status of an EIP whose address is on the gateway: Ready, and the QoS and refusal conditions. */

@@ -1,6 +1,8 @@
 /**
  * Deletion, in the order the work happens: NAT rules still using the EIP make it wait; then one gateway clean-up
- * where the address really is (its recorded placement) → release → finalizer removal (ADR 0014, ADR 0015).
+ * where the address really is (its recorded placement) → the unshared QoS policy given back → release → finalizer
+ * removal (ADR 0014, ADR 0015). What the EIP holds is read where the EIP records it (./held.ts, ADR 0085), and
+ * released address by address: an owner index that lags or lost an entry hides nothing.
  * `finalize` serves a terminating EIP (reached from add, update and reset); `remove` is the delete handler's
  * safety net for an object that is already gone.
  */
@@ -10,6 +12,7 @@ import { InvalidEventError } from '../domain/errors.js';
 import { type IptablesEip, Label, type QoSDirection } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, GatewayPod, NatRuleRef } from '../ports.js';
 import { runningGatewayPod, v4PoolOf } from './gateway.js';
+import { heldBy } from './held.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { Run, validName } from './prelude.js';
@@ -32,22 +35,19 @@ export async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
   const { deps } = run;
   const name = eip.metadata.name;
   const uid = eip.metadata.uid;
-  const held = await deps.ipam.findByOwner(uid);
+  const held = await heldBy(deps, eip);
   if (!hasOurFinalizer(eip) && held.length === 0)
     return { status: 'skipped', eip: name, reason: 'terminating, nothing of ours left' };
 
   const rules = await deps.cluster.listNatRulesForEip(name);
   if (rules.length > 0) return waitForNatRules(run, eip, held, rules);
 
+  const policies = policiesOf(held, eip);
   await cleanUpGateway(run, held, {
     fallbackGateway: validName(eip.metadata.labels?.[Label.natGwName]) ?? validName(eip.spec.natGwDp),
-    policies: [eip.status?.qosPolicy, eip.spec.qosPolicy].map(validName),
+    policies,
   });
-  const released = await deps.ipam.releaseByOwner(uid);
-  if (released.length) {
-    deps.metrics.count('Releases', released.length);
-    run.did(`release ${released.map((a) => a.address).join(' ')}`);
-  }
+  await releaseAll(run, uid, held, policies);
   const after = await updateEipMeta(deps, name, eip, (e) => {
     const finalizers = withoutFinalizer(e.metadata.finalizers);
     return finalizers ? { finalizers } : undefined;
@@ -69,23 +69,48 @@ export async function remove(inv: Invocation, deps: Deps): Promise<Outcome> {
   const current = await deps.cluster.getEip(name);
   if (current?.metadata.uid === uid)
     return { status: 'skipped', eip: name, reason: 'the object still exists' };
-  const held = await deps.ipam.findByOwner(uid);
+  const last = inv.event.old;
+  const held = await heldBy(deps, { ...last, metadata: { ...last?.metadata, uid } });
   if (held.length === 0) return { status: 'unchanged', eip: name };
   return withLease(inv, deps, async () => {
     const run = new Run(inv, deps);
-    const last = inv.event.old;
+    const policies = policiesOf(held, last);
     await cleanUpGateway(run, held, {
       fallbackGateway: validName(last?.metadata?.labels?.[Label.natGwName]) ?? validName(last?.spec?.natGwDp),
-      policies: [last?.status?.qosPolicy, last?.spec?.qosPolicy].map(validName),
+      policies,
     });
-    for (const a of held) {
-      if (await deps.ipam.release(a.subnet, a.address, uid)) {
-        deps.metrics.count('Releases');
-        run.did(`release ${a.address}`);
-      }
-    }
+    await releaseAll(run, uid, held, policies);
     return run.outcome(name);
   });
+}
+
+/** The QoS policies whose filters may be on the gateway for the EIP: recorded with its allocations, or shown on it. */
+function policiesOf(
+  held: readonly Allocation[],
+  eip: { status?: { qosPolicy?: string }; spec?: { qosPolicy?: string } } | undefined,
+): string[] {
+  const names = [...held.map((a) => a.placement?.qos), eip?.status?.qosPolicy, eip?.spec?.qosPolicy];
+  return [...new Set(names.map(validName).filter((p): p is string => !!p))];
+}
+
+/**
+ * After the gateway clean-up: the unshared policies this uid holds are given back (ADR 0087), then each allocation
+ * found, one conditional release each (a stale release changes nothing).
+ */
+async function releaseAll(
+  run: Run,
+  uid: string,
+  held: readonly Allocation[],
+  policies: readonly string[],
+): Promise<void> {
+  const { deps } = run;
+  for (const p of policies) if (await deps.holds.release(p, uid)) run.did(`let go of qos ${p}`);
+  const released: string[] = [];
+  for (const a of held) if (await deps.ipam.release(a.subnet, a.address, uid)) released.push(a.address);
+  if (released.length) {
+    deps.metrics.count('Releases', released.length);
+    run.did(`release ${released.join(' ')}`);
+  }
 }
 
 // ------------------------------------------------------------------------------------------- waiting
@@ -152,10 +177,10 @@ async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]):
 async function cleanUpGateway(
   run: Run,
   held: readonly Allocation[],
-  o: { fallbackGateway: string | undefined; policies: readonly (string | undefined)[] },
+  o: { fallbackGateway: string | undefined; policies: readonly string[] },
 ): Promise<void> {
   const { deps, inv } = run;
-  const policies = [...new Set(o.policies.filter((p): p is string => !!p))];
+  const { policies } = o;
   const byGateway = byPlacedGateway(run.inv, held, o.fallbackGateway);
   if (byGateway.size === 0) return;
   const feature = await deps.cluster.natGwFeature();

@@ -4,6 +4,8 @@
  * (`pod:<uid>`, ADR 0006) — are released. The live set is read first; the collector only judges claims older
  * than that read (minus a grace period), and asks again, per candidate, whether the owner is really gone.
  *
+ * And it lets go of unshared QoS policy holds whose holder is gone (./holds.ts, ADR 0087).
+ *
  * It also keeps the table true about the gateway pods' own addresses: each live pod's address in each pool it looks
  * at is reserved for the pod, a re-created pod taking over its predecessor's reservation (ADR 0042). The add no
  * longer does this: it avoids those addresses from the pod list it reads anyway.
@@ -12,6 +14,7 @@ import { poolsOf } from '../domain/addressing.js';
 import { isPodOwner, podOwner } from '../domain/gateway-pod.js';
 import { externalNetworkOf } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, Pool } from '../ports.js';
+import { collectHolds, type HoldReport } from './holds.js';
 import { type PodReservation, reservePodAddresses } from './pod-addresses.js';
 
 export interface GcSummary {
@@ -42,10 +45,10 @@ export function isGarbageCollector(ipam: unknown): ipam is GarbageCollector {
  * the collector finds orphaned. Returns the collector's report with the pod reservations.
  */
 export async function collectGarbage<R extends GcSummary>(
-  deps: Pick<Deps, 'cluster' | 'ipam' | 'clock' | 'log'>,
+  deps: Pick<Deps, 'cluster' | 'ipam' | 'clock' | 'log'> & Partial<Pick<Deps, 'holds'>>,
   collector: GarbageCollector<R>,
   options: { dryRun?: boolean } = {},
-): Promise<R & { gatewayPods: PodReservation[] }> {
+): Promise<R & { gatewayPods: PodReservation[]; policyHolds?: HoldReport }> {
   const { cluster, log } = deps;
   const liveAsOf = deps.clock.now();
   const [eips, pods] = await Promise.all([cluster.listEips(), cluster.listGatewayPods()]);
@@ -79,6 +82,10 @@ export async function collectGarbage<R extends GcSummary>(
     pools,
     ...(options.dryRun !== undefined && { dryRun: options.dryRun }),
   });
+  // Unshared QoS policy holds of owners that are gone, or that no longer use them (ADR 0087).
+  const policyHolds = deps.holds
+    ? await collectHolds({ ...deps, holds: deps.holds }, eips, { dryRun: !!options.dryRun })
+    : undefined;
   log.info('garbage collection', {
     live: live.size,
     scanned: report.scanned,
@@ -90,5 +97,5 @@ export async function collectGarbage<R extends GcSummary>(
     podAddressConflicts: gatewayPods.filter((p) => p.status === 'conflict').length,
     dryRun: !!options.dryRun,
   });
-  return { ...report, gatewayPods };
+  return { ...report, gatewayPods, ...(policyHolds && { policyHolds }) };
 }

@@ -79,7 +79,11 @@ export async function reservePodAddresses(
     });
     if (wanted.length === 0) continue;
     const owner = { uid: podOwner(pod.uid), name: `${pod.namespace}/${pod.name}` };
-    const held = await deps.ipam.findByOwner(owner.uid);
+    // Read where each reservation would be (ADR 0085), as well as through the owner index.
+    const held = await deps.ipam.findByOwner(
+      owner.uid,
+      wanted.map(({ pool, address }) => ({ subnet: pool.subnet, addresses: [address] })),
+    );
     for (const { pool, address } of wanted) {
       const base = { pod: owner.name, subnet: pool.subnet, address };
       const value = parseAddress(address)!.value;

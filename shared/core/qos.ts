@@ -1,7 +1,8 @@
 /**
  * EIP bandwidth QoS: every value that reaches the gateway is validated first (rates and bursts within what
  * `tc police` accepts, shared/domain/validation.ts), a missing or foreign policy is an explained rejection instead
- * of a silent no-op, and the unshared check looks at every other EIP (docs/kube-ovn-differences.md). `applyQos`
+ * of a silent no-op, and an unshared policy is held by one EIP through the product's own record of its holder
+ * (PolicyHolds, ADR 0087), never through labels (docs/kube-ovn-differences.md). `applyQos`
  * at the end is the QoS step of add and update: it moves an address's filters from one policy to another.
  */
 import { DIRECTIONS, type Dialect, qosApply, qosChange, qosRemove } from '../domain/dialect/index.js';
@@ -21,11 +22,11 @@ import {
 } from '../domain/kube-ovn.js';
 import type { NatGwCall } from '../domain/nat-gateway.js';
 import { assertQosValue } from '../domain/validation.js';
-import type { Deps, EipObjectChange, GatewayPod } from '../ports.js';
+import type { Deps, GatewayPod, Owner } from '../ports.js';
 import { runGateway } from './gateway.js';
-import { type Invocation, updateEipMeta } from './invocation.js';
+import { heldBy } from './held.js';
+import type { Invocation } from './invocation.js';
 import type { Run } from './prelude.js';
-import { labelChanges } from './view.js';
 
 export interface QosRule {
   name: string;
@@ -102,20 +103,41 @@ function validRule(policy: string, r: QoSPolicyBandwidthLimitRule): QosRule {
 }
 
 /**
- * An unshared policy may be bound to one EIP only: another EIP carrying the policy's label holds it. The binder
- * writes its own label before any tc change and checks after, so two EIPs racing for one policy see each other and
- * neither gets it silently (both are refused, let go of the label and retry with a backoff).
+ * An unshared policy may be bound to one EIP only: the one its hold names (ADR 0087). A hold whose holder is gone, or
+ * no longer uses the policy, does not count (./holds' `holdIsStale`). Read only: the add asks before anything is
+ * held; the binding itself takes the hold (`claimPolicy`).
  * @throws QoSPolicyInUseError
  */
 export async function assertBindable(deps: Deps, eip: IptablesEip, qos: LoadedQos): Promise<void> {
   if (qos.shared) return;
-  const others = (await deps.cluster.listEipsByLabel(Label.qos, qos.name)).filter(
-    (e) => e.metadata.uid !== eip.metadata.uid,
+  const holder = await deps.holds.findHolder(qos.name);
+  if (!holder || holder.uid === eip.metadata.uid || (await holdIsStale(deps, qos.name, holder))) return;
+  throw inUse(qos.name, holder);
+}
+
+const inUse = (policy: string, holder: Owner): QoSPolicyInUseError =>
+  new QoSPolicyInUseError(
+    `not support unshared qos policy ${policy} to related to multiple eip (already bound to ${holder.name || holder.uid})`,
   );
-  if (others.length > 0)
-    throw new QoSPolicyInUseError(
-      `not support unshared qos policy ${qos.name} to related to multiple eip (already bound to ${others.map((e) => e.metadata.name).join(', ')})`,
-    );
+
+/**
+ * Whether a hold no longer stands for a binding: its holder EIP is gone (deleted, or its name now belongs to another
+ * uid), or it neither asks for the policy (spec) nor has it recorded as applied on its address (a crash between
+ * taking the hold and a spec change, or between the filters coming off and the hold going).
+ */
+export async function holdIsStale(
+  deps: Pick<Deps, 'cluster' | 'ipam'>,
+  policy: string,
+  holder: Owner,
+): Promise<boolean> {
+  const eip = holder.name ? await deps.cluster.getEip(holder.name) : undefined;
+  if (!eip || eip.metadata.uid !== holder.uid) return true;
+  if (eip.spec.qosPolicy === policy) return false;
+  const held = await heldBy(deps, eip);
+  return !held.some(
+    (a) =>
+      a.placement?.qos === policy || (a.placement?.qos === undefined && eip.status?.qosPolicy === policy),
+  );
 }
 
 /**
@@ -167,8 +189,6 @@ export interface QosResult {
   applied: string;
   /** Why the wanted policy is not applied. */
   problem?: PermanentError;
-  /** The EIP after any label write the binding made. */
-  eip: IptablesEip;
 }
 
 /** What the QoS step is asked: move `ip` from policy `have` to `want`; `redo` when the gateway may have lost all. */
@@ -192,9 +212,9 @@ export async function applyQos(
   loaded?: LoadedQos,
 ): Promise<QosResult> {
   // After a redo the gateway may have lost every filter: nothing counts as applied until it is added again.
-  const result: QosResult = { wanted: s.want, applied: s.redo ? '' : s.have, eip };
+  const result: QosResult = { wanted: s.want, applied: s.redo ? '' : s.have };
   try {
-    await moveQos(run, result, pod, ip, s, loaded);
+    await moveQos(run, eip, result, pod, ip, s, loaded);
     return result;
   } catch (e) {
     if (!(e instanceof PermanentError)) throw e;
@@ -206,6 +226,7 @@ export async function applyQos(
 /** The steps of `applyQos`, keeping `result` up to date as each one is done (a failure leaves what is true). */
 async function moveQos(
   run: Run,
+  eip: IptablesEip,
   result: QosResult,
   pod: GatewayPod,
   ip: string,
@@ -218,16 +239,23 @@ async function moveQos(
   // old limits in place.
   const adding = s.want !== '' && (s.redo || s.want !== s.have || edited);
   const qos = adding ? (loaded ?? (await loadQos(deps, s.want))) : undefined;
-  if (qos && s.want !== s.have && !qos.shared) result.eip = await claimPolicy(run, result.eip, qos);
+  if (qos && !qos.shared) await claimPolicy(run, eip, qos);
   const moving = s.have !== '' && (s.have !== s.want || edited);
   if (!moving && !qos) return;
   const d = await run.dialect(pod);
   const before = moving ? await oldDirections(deps, s.have, edited) : undefined;
   result.applied = '';
   for (const call of qosCalls(d, ip, before, qos)) await runGateway(inv, deps, pod, call, d);
+  // The old filters are off: an unshared policy this EIP held is free for another (a no-op for any other policy).
+  if (moving && s.have !== s.want) await letGo(run, s.have, eip.metadata.uid);
   if (!qos) return;
   result.applied = qos.name;
   if (qos.rules.length) run.did(`qos ${qos.name}`);
+}
+
+/** Gives back this EIP's hold of `policy` (when it has one). */
+async function letGo(run: Run, policy: string, uid: string): Promise<void> {
+  if (await run.deps.holds.release(policy, uid)) run.did(`let go of qos ${policy}`);
 }
 
 /** The old rules' directions; unknown when the policy was edited in place (its old rules are gone). */
@@ -254,24 +282,18 @@ function qosCalls(
 }
 
 /**
- * Takes an unshared policy for this EIP: its label goes on before any tc change and the check comes after, so of
- * two EIPs racing for one policy neither gets it silently; a loser takes its label off again.
+ * Takes an unshared policy for this EIP before any tc change (ADR 0087): one conditional write of its hold, so of
+ * two EIPs racing for one policy exactly one gets it; a hold that no longer stands for a binding is taken over, only
+ * if it is still the one judged stale. Taking a hold this EIP already has changes nothing.
+ * @throws QoSPolicyInUseError
  */
-async function claimPolicy(run: Run, eip: IptablesEip, qos: LoadedQos): Promise<IptablesEip> {
+async function claimPolicy(run: Run, eip: IptablesEip, qos: LoadedQos): Promise<void> {
   const { deps } = run;
-  const name = eip.metadata.name;
-  const label =
-    (value: string | null) =>
-    (e: IptablesEip): EipObjectChange | undefined => {
-      const labels = labelChanges(e.metadata.labels, { [Label.qos]: value });
-      return labels ? { labels } : undefined;
-    };
-  const labelled = (await updateEipMeta(deps, name, eip, label(qos.name))) ?? eip;
-  try {
-    await assertBindable(deps, labelled, qos);
-  } catch (e) {
-    await updateEipMeta(deps, name, labelled, label(eip.status?.qosPolicy || null));
-    throw e;
+  const me: Owner = { uid: eip.metadata.uid, name: eip.metadata.name };
+  let holder = await deps.holds.hold(qos.name, me);
+  if (holder.uid !== me.uid && (await holdIsStale(deps, qos.name, holder))) {
+    run.inv.log.info('qos policy hold taken over', { policy: qos.name, from: holder.name, uid: holder.uid });
+    holder = await deps.holds.hold(qos.name, me, holder.uid);
   }
-  return labelled;
+  if (holder.uid !== me.uid) throw inUse(qos.name, holder);
 }

@@ -5,6 +5,7 @@
 import type { IptablesEip } from '../domain/kube-ovn.js';
 import { Label } from '../domain/kube-ovn.js';
 import { finalize } from './delete.js';
+import { heldBy } from './held.js';
 import { updateEipMeta } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { natStatus, type Run } from './prelude.js';
@@ -46,20 +47,19 @@ function labelled(eip: IptablesEip, ip: string): boolean {
 }
 
 /**
- * Writes the labels from where the address is recorded (its allocation's subnet and placement). The EIP as it now
+ * Writes the labels from where the address is recorded (its allocation's subnet and placement, and the QoS policy
+ * recorded as applied; ADR 0086). The EIP as it now
  * is; unchanged when its address has no recorded placement; undefined when it was deleted meanwhile.
  */
 async function relabel(run: Run, eip0: IptablesEip, ip: string): Promise<IptablesEip | undefined> {
-  const alloc = (await run.deps.ipam.findByOwner(eip0.metadata.uid)).find(
-    (a) => a.family === 4 && a.address === ip,
-  );
+  const alloc = (await heldBy(run.deps, eip0)).find((a) => a.family === 4 && a.address === ip);
   const placement = alloc?.placement;
   if (!alloc || !placement) return eip0;
   const facts: LabelFacts = {
     subnet: alloc.subnet,
     gateway: placement.gateway,
     ip,
-    qos: eip0.status?.qosPolicy,
+    qos: placement.qos ?? eip0.status?.qosPolicy,
   };
   const eip = await updateEipMeta(run.deps, eip0.metadata.name, eip0, (e) => {
     const labels = labelChanges(e.metadata.labels, desiredLabels(facts));

@@ -308,10 +308,10 @@ describe('the crash-point check can fail', () => {
     const cut = seam(w.deps, 2); // right after eip-del
     await invoke(w, cut.deps, event).catch(() => undefined);
     w.clock.advance(LEASE_EXPIRY_MS);
-    const releaseByOwner = w.ipam.releaseByOwner.bind(w.ipam);
-    w.ipam.releaseByOwner = async () => []; // a handler that forgot its release
+    const release = w.ipam.release.bind(w.ipam);
+    w.ipam.release = async () => false; // a handler that forgot its release
     await deliver(w, event);
-    w.ipam.releaseByOwner = releaseByOwner;
+    w.ipam.release = release;
     expect(invariantViolations(w)).toEqual([
       expect.stringMatching(/^leaked allocation 172\.18\.0\.\d+ \(owner e is gone\)$/),
     ]);

@@ -21,7 +21,11 @@ import { demoObjects } from '../../local/demo.js';
 import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { memoryLogger } from '../../local/memory/logger.js';
 import type { NatGatewaySim } from '../../local/natgw/sim.js';
-import { createDynamoIpam, createDynamoLeases } from '../../shared/adapters/dynamo/index.js';
+import {
+  createDynamoHolds,
+  createDynamoIpam,
+  createDynamoLeases,
+} from '../../shared/adapters/dynamo/index.js';
 import { createK8sCluster, createK8sGateway } from '../../shared/adapters/k8s/index.js';
 import type { Invocation } from '../../shared/core/invocation.js';
 import { operations } from '../../shared/core/operations.js';
@@ -136,6 +140,7 @@ export async function startLab(
     cluster: createK8sCluster({ kubeConfig: kc, namespace: NS }),
     gateway: createK8sGateway({ kubeConfig: kc, timeoutMs: options.execTimeoutMs ?? 5_000 }),
     ipam: createDynamoIpam({ client, tableName: table, log, metrics }),
+    holds: createDynamoHolds({ client, tableName: table, log, metrics }),
     leases: createDynamoLeases({ client, tableName: table, clock }),
     clock,
     log,

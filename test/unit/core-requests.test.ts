@@ -180,7 +180,27 @@ describe('the placement is written with the claim', () => {
     await w.run('add', 'eip-a', 'added', { nat: '' });
     expect(calls['ipam.place'] ?? 0).toBe(0);
     const [a] = await w.ipam.findByOwner(w.get('eip-a')!.metadata.uid);
-    expect(a?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+    // With no QoS policy nothing is policed: the claim records that too (ADR 0086).
+    expect(a?.placement).toEqual({ gateway: 'gw1', prefix: 24, qos: '' });
+  });
+
+  it('an add with a QoS policy records what is policed in one more write; an unshared one takes its hold', async () => {
+    const w = world();
+    w.qos('q-shared', [{ name: 'in', direction: 'ingress', priority: 1, rateMax: '10', burstMax: '10' }], {
+      shared: true,
+    });
+    w.qos('q-own', [{ name: 'in', direction: 'ingress', priority: 1, rateMax: '10', burstMax: '10' }]);
+    w.eip('eip-s', { qosPolicy: 'q-shared' });
+    w.eip('eip-o', { qosPolicy: 'q-own' });
+    const calls = count(w);
+    const holds = vi.spyOn(w.holds, 'hold');
+    expect(await w.run('add', 'eip-s', 'added', { nat: '' })).toMatchObject({ status: 'applied' });
+    expect([calls['ipam.claimAny'], calls['ipam.place'], holds.mock.calls.length]).toEqual([1, 1, 0]);
+    expect(await w.run('add', 'eip-o', 'added', { nat: '' })).toMatchObject({ status: 'applied' });
+    expect([calls['ipam.claimAny'], calls['ipam.place'], holds.mock.calls.length]).toEqual([2, 2, 1]);
+    const [a] = await w.ipam.findByOwner(w.get('eip-o')!.metadata.uid);
+    expect(a?.placement).toEqual({ gateway: 'gw1', prefix: 24, qos: 'q-own' });
+    expect(await w.holds.findHolder('q-own')).toEqual({ uid: w.get('eip-o')!.metadata.uid, name: 'eip-o' });
   });
 
   it('an add sends three DynamoDB requests: the lease, the claim with its placement, the lease back (ADR 0042)', async () => {
@@ -224,7 +244,7 @@ describe('the placement is written with the claim', () => {
     await w.run('add', 'eip-s', 'added');
     expect(calls['ipam.place'] ?? 0).toBe(0);
     const [a] = await w.ipam.findByOwner(w.get('eip-s')!.metadata.uid);
-    expect(a).toMatchObject({ address: '172.18.0.77', placement: { gateway: 'gw1', prefix: 24 } });
+    expect(a).toMatchObject({ address: '172.18.0.77', placement: { gateway: 'gw1', prefix: 24, qos: '' } });
   });
 
   it('a retry whose earlier claim was recorded without a placement moves it with place', async () => {
@@ -243,7 +263,7 @@ describe('the placement is written with the claim', () => {
     const calls = count(w);
     expect(await w.run('add', 'eip-a', 'added')).toMatchObject({ status: 'applied', ip: earlier.address });
     expect(calls['ipam.place']).toBe(1);
-    expect((await w.ipam.findByOwner(uid))[0]?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+    expect((await w.ipam.findByOwner(uid))[0]?.placement).toEqual({ gateway: 'gw1', prefix: 24, qos: '' });
   });
 });
 

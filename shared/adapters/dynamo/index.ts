@@ -1,5 +1,5 @@
 /**
- * DynamoDB adapters: the Ipam and Leases ports on one table (infra/dynamodb-table.yml).
+ * DynamoDB adapters: the Ipam, PolicyHolds and Leases ports on one table (infra/dynamodb-table.yml).
  * Item types and access patterns: README.md in this directory.
  *
  * @example
@@ -9,11 +9,13 @@
  *   const a = await ipam.claimAny(pool, { uid: eip.metadata.uid, name: eip.metadata.name });
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { Clock, Leases, Logger, Metrics } from '../../ports.js';
+import type { Clock, Leases, Logger, Metrics, PolicyHolds } from '../../ports.js';
+import { DynamoHolds } from './holds.js';
 import { DynamoIpam, type IpamTuning } from './ipam.js';
 import { DynamoLeases } from './leases.js';
 import { Store } from './store.js';
 
+export { HOLD_PK } from './holds.js';
 export type { IpamTuning } from './ipam.js';
 export { DynamoIpam } from './ipam.js';
 export { DYNAMO_MAX_ATTEMPTS } from './store.js';
@@ -42,4 +44,13 @@ export function createDynamoLeases(options: {
   log?: Logger;
 }): Leases {
   return new DynamoLeases(new Store(options), options.clock ?? systemClock, options.metrics);
+}
+
+export function createDynamoHolds(options: {
+  client: DynamoDBClient;
+  tableName: string;
+  log?: Logger;
+  metrics?: Metrics;
+}): PolicyHolds {
+  return new DynamoHolds(new Store(options));
 }
