@@ -15,7 +15,6 @@ import {
 } from '../domain/errors.js';
 import {
   type IptablesEip,
-  Label,
   type QoSDirection,
   type QoSPolicy,
   type QoSPolicyBandwidthLimitRule,
