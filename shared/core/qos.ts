@@ -13,11 +13,11 @@ import {
   QoSPolicyError,
   QoSPolicyInUseError,
 } from '../domain/errors.js';
-import {
-  type IptablesEip,
-  type QoSDirection,
-  type QoSPolicy,
-  type QoSPolicyBandwidthLimitRule,
+import type {
+  IptablesEip,
+  QoSDirection,
+  QoSPolicy,
+  QoSPolicyBandwidthLimitRule,
 } from '../domain/kube-ovn.js';
 import type { NatGwCall } from '../domain/nat-gateway.js';
 import { assertQosValue } from '../domain/validation.js';
