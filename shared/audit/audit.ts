@@ -109,7 +109,8 @@ export async function takeSnapshot(
   const eips = await deps.cluster.listEips();
   const { allocations, leases } = await deps.store.read();
   const qos: AuditSnapshot['qos'] = {};
-  for (const name of new Set(eips.map((e) => e.status?.qosPolicy).filter((q): q is string => !!q))) {
+  const named = [...eips.map((e) => e.status?.qosPolicy), ...allocations.map((a) => a.placement?.qos)];
+  for (const name of new Set(named.filter((q): q is string => !!q))) {
     const policy = await deps.cluster.getQosPolicy(name);
     try {
       qos[name] = policy ? validateQos(policy) : undefined;
@@ -234,7 +235,8 @@ function eipRepairs(report: AuditReport): Map<string, EipRepair> {
     if ((d.repair !== 'redo' && d.repair !== 'resync' && d.repair !== 'restore-status') || !d.eip || !d.uid)
       continue;
     const cur = perEip.get(d.eip) ?? { uid: d.uid, reason: 'manual' as Reason, drift: [] };
-    if (d.repair !== 'resync') cur.reason = 'gateway-restarted';
+    // status.ip edited by hand: the update itself puts it back from the allocation (ADR 0086), no redo needed.
+    if (d.repair === 'redo') cur.reason = 'gateway-restarted';
     cur.drift.push(d);
     perEip.set(d.eip, cur);
   }
@@ -257,8 +259,6 @@ async function repairEip(
   }
   const inv = invocation(deps, name, uid, reason);
   try {
-    const restore = drift.find((d) => d.repair === 'restore-status');
-    if (restore) await restoreStatusIp(deps, inv, restore);
     const outcome = await updateEip(inv, deps);
     const result =
       outcome.status === 'rejected' ? 'failed' : outcome.status === 'skipped' ? 'skipped' : 'done';
@@ -439,19 +439,6 @@ function invocation(deps: Deps, name: string, uid: string, reason: Reason): Invo
     deadline: now + 60_000,
     log: deps.log.child({ eip: name, audit: true }),
   };
-}
-
-/**
- * status.ip back to the address the allocation holds, only if the EIP still shows the wrong one read by the audit;
- * the update that follows (as after a gateway restart) configures that address and rewrites labels and status.
- */
-async function restoreStatusIp(deps: Deps, inv: Invocation, d: Drift): Promise<void> {
-  await withLease(inv, deps, async () => {
-    const eip = await deps.cluster.getEip(d.eip!);
-    if (!eip || eip.metadata.uid !== d.uid || eip.metadata.deletionTimestamp || eip.status?.ip !== d.address)
-      return;
-    await deps.cluster.patchEipStatus(eip.metadata.name, { ip: d.allocated! });
-  });
 }
 
 /** Ready=false with a condition saying why; the core's next update treats it as a redo request. */

@@ -3,6 +3,7 @@
  * each NAT gateway has configured (the external interface's addresses, tc QoS, 1.16+'s hairpin SNAT rules), compared. Pure: a snapshot in, findings out.
  * Kinds and their meaning: docs/audit.md; decisions: docs/adr/0038-drift-model.md.
  */
+import { desiredLabels, labelChanges } from '../core/view.js';
 import { formatAddress, parseAddress, staticAddressProblem } from '../domain/addressing.js';
 import { gatewayOfApp } from '../domain/gateway-pod.js';
 import { externalNetworkOf, type GatewayPod, type IptablesEip, Label } from '../domain/kube-ovn.js';
@@ -32,8 +33,8 @@ export const MEANING: Record<DriftKind, string> = {
   'missing-address': 'an EIP says Ready and holds its allocation, but its address is not on its gateway net1',
   'duplicate-address': 'the same address is configured on the net1 of more than one gateway',
   'misplaced-address': 'an allocated address is configured on a gateway other than the one its EIP uses',
-  'status-mismatch': "an EIP's status disagrees with its allocation (status.ip, ready)",
-  'label-mismatch': "an EIP's eip_v4_ip label disagrees with its status.ip",
+  'status-mismatch': "an EIP's status disagrees with its allocation (status.ip, status.qosPolicy, ready)",
+  'label-mismatch': "an EIP's labels disagree with its allocation (subnet, gateway, address, QoS policy)",
   'stale-lease': 'a per-EIP lease is still stored past its expiry (its holder never gave it back)',
   'qos-drift':
     "an address's tc QoS (police filters, or HTB classes on kube-ovn 1.16+) differs from its EIP's QoS policy",
@@ -46,7 +47,7 @@ export const MEANING: Record<DriftKind, string> = {
  * What a repair does about a finding (docs/adr/0039-drift-repair.md):
  * - `redo`: the core's update runs for the EIP as after a gateway restart (eip-add, then its QoS, then status);
  * - `resync`: the core's update runs for the EIP (adopts an allocation, rewrites labels and status);
- * - `restore-status`: status.ip is set back to the one address the EIP holds, then as `redo`;
+ * - `restore-status`: the core's update puts status.ip back to the one address the EIP holds (ADR 0086);
  * - `remove-orphan`: eip-del and the QoS deletions for the address, only after the grace period;
  * - `release`: the garbage collector (shared/core/gc.ts) judges and releases the allocation;
  * - `delete-lease`: the expired lease item is deleted, only if it is still the one that was read;
@@ -277,16 +278,7 @@ function eipDrift(j: Judged, eip: IptablesEip): Drift[] {
         ]
       : [];
   const mine = held.find((a) => a.address === ip);
-  const out = statusDrift(j, eip, ip, held, mine);
-  const label = eip.metadata.labels?.[Label.eipV4Ip];
-  if (label !== ip)
-    out.push({
-      kind: 'label-mismatch',
-      message: `EIP ${name} has label ${Label.eipV4Ip}=${label === undefined ? '(none)' : label}, status.ip ${ip}`,
-      ...base,
-      address: ip,
-      repair: 'resync',
-    });
+  const out = [...statusDrift(j, eip, ip, held, mine), ...outputDrift(eip, ip, mine)];
   // Not claimed to be configured (a redo is pending), or claimed for an address it does not hold (above).
   if (eip.status?.ready === true && mine) out.push(...gatewayDrift(j, eip, ip, mine));
   return out;
@@ -337,7 +329,10 @@ function gatewayDrift(j: Judged, eip: IptablesEip, ip: string, mine: AuditAlloca
   const state = j.stateOf.get(gw);
   if (!state) return []; // the gateway has no pod: nothing is configured anywhere; the core reports it
   if (state.addresses.some((a) => a.family === 4 && a.address === ip))
-    return [...hairpinDrift(eip, ip, gw, state), ...qosDrift(eip, ip, gw, state.filters, j.s.qos)];
+    return [
+      ...hairpinDrift(eip, ip, gw, state),
+      ...qosDrift(eip, ip, gw, state.filters, j.s.qos, appliedQos(eip, mine)),
+    ];
   return [
     {
       kind: 'missing-address',
@@ -387,17 +382,66 @@ function strayFilters({ s, claims, where, own }: Judged): Drift[] {
   return out;
 }
 
+/** The QoS policy the gateway should police an address with: as recorded with its allocation, else status's. */
+export function appliedQos(eip: IptablesEip, a: Allocation | undefined): string {
+  return a?.placement?.qos ?? eip.status?.qosPolicy ?? '';
+}
+
+/**
+ * An EIP's output against its allocation record (ADR 0086): the four labels, and status.qosPolicy when the record
+ * says what is applied. Without an allocation for status.ip, only the address label is judged (against status.ip).
+ */
+function outputDrift(eip: IptablesEip, ip: string, mine: Allocation | undefined): Drift[] {
+  const name = eip.metadata.name;
+  const base = { eip: name, uid: eip.metadata.uid, address: ip, repair: 'resync' as const };
+  const labels = eip.metadata.labels ?? {};
+  const show = (k: string) => `${k}=${labels[k] ?? '(none)'}`;
+  if (!mine) {
+    const label = labels[Label.eipV4Ip];
+    if (label === ip) return [];
+    return [
+      {
+        kind: 'label-mismatch',
+        message: `EIP ${name} has label ${show(Label.eipV4Ip)}, status.ip ${ip}`,
+        ...base,
+      },
+    ];
+  }
+  const out: Drift[] = [];
+  const want = desiredLabels({
+    subnet: mine.subnet,
+    gateway: gatewayOfAllocation(mine, eip) ?? labels[Label.natGwName] ?? '',
+    ip,
+    qos: appliedQos(eip, mine),
+  });
+  const differ = Object.keys(labelChanges(labels, want) ?? {});
+  if (differ.length)
+    out.push({
+      kind: 'label-mismatch',
+      message: `EIP ${name} has label${differ.length > 1 ? 's' : ''} ${differ.map(show).join(', ')}; its allocation says ${differ.map((k) => `${k}=${want[k] ?? '(none)'}`).join(', ')}`,
+      ...base,
+    });
+  const recorded = mine.placement?.qos;
+  if (recorded !== undefined && (eip.status?.qosPolicy ?? '') !== recorded)
+    out.push({
+      kind: 'status-mismatch',
+      message: `EIP ${name} has status.qosPolicy "${eip.status?.qosPolicy ?? ''}", but its allocation records "${recorded}" as applied`,
+      ...base,
+    });
+  return out;
+}
+
 function qosDrift(
   eip: IptablesEip,
   ip: string,
   gw: string,
   filters: readonly QosFilter[],
   policies: AuditSnapshot['qos'],
+  policyName: string,
 ): Drift[] {
   const name = eip.metadata.name;
   const base = { eip: name, uid: eip.metadata.uid, gateway: gw, address: ip };
   const mineF = filters.filter((f) => f.ip === ip);
-  const policyName = eip.status?.qosPolicy ?? '';
   if (!policyName) {
     return mineF.length
       ? [

@@ -34,7 +34,13 @@ const eip = (
     name,
     uid: `uid-${name}`,
     resourceVersion: '1',
-    labels: { 'ovn.kubernetes.io/eip_v4_ip': ip },
+    // The labels the product writes on a configured EIP (shared/core/view.ts desiredLabels).
+    labels: {
+      'ovn.kubernetes.io/subnet': 'ext',
+      'ovn.kubernetes.io/vpc-nat-gw-name': gw,
+      'ovn.kubernetes.io/eip_v4_ip': ip,
+      ...(extra.qosPolicy && { 'ovn.kubernetes.io/qos': extra.qosPolicy }),
+    },
   },
   spec: { natGwDp: gw, externalSubnet: 'ext', v4ip: ip },
   status: { ready: true, ip, redo: 'x', nat: '', qosPolicy: '', ...extra },
@@ -270,6 +276,27 @@ describe('drift model', () => {
       ['label-mismatch', 'a', 'resync'],
       ['label-mismatch', 'b', 'resync'],
     ]);
+  });
+
+  it('labels and status.qosPolicy are judged against the allocation record (ADR 0086)', () => {
+    const s = world();
+    // b's allocation records policy q as applied; a hand edit removes its qos label and rewrites status.qosPolicy.
+    s.allocations[1]!.placement = { gateway: 'gw1', prefix: 24, qos: 'q' };
+    delete s.eips[1]!.metadata.labels!['ovn.kubernetes.io/qos'];
+    s.eips[1]!.status!.qosPolicy = '';
+    // a: its subnet label edited.
+    s.eips[0]!.metadata.labels!['ovn.kubernetes.io/subnet'] = 'elsewhere';
+    const found = findDrift(s);
+    expect(found.map((x) => [x.kind, x.eip, x.repair])).toEqual([
+      ['label-mismatch', 'a', 'resync'],
+      ['label-mismatch', 'b', 'resync'],
+      ['status-mismatch', 'b', 'resync'],
+    ]);
+    expect(found[1]!.message).toContain('ovn.kubernetes.io/qos=(none)');
+    expect(found[1]!.message).toContain('ovn.kubernetes.io/qos=q');
+    // The filters are judged against the recorded policy, not the edited status (judged against '', they would be
+    // "polices an address with no policy"): they match q, no qos-drift.
+    expect(found.some((x) => x.kind === 'qos-drift')).toBe(false);
   });
 
   it('stale lease: past its expiry by more than the slack; a recently expired one is left alone', () => {

@@ -16,6 +16,7 @@ import type { AddressRecord, AuditStore } from '../../audit/ports.js';
 import { type Family, parseAddress } from '../../domain/addressing.js';
 import type { Lease } from '../../ports.js';
 import { addressSk, LEASE_SK, leasePk, poolPk } from './layout.js';
+import { placementOfItem } from './placement.js';
 import { Store, type StoreOptions } from './store.js';
 
 type Item = Record<string, AttributeValue>;
@@ -36,6 +37,8 @@ export function createDynamoAuditStore(options: StoreOptions): AuditStore {
       const allocations: AuditAllocation[] = [];
       const leases: Lease[] = [];
       for await (const it of store.scanItems({
+        // Consistent: what the audit calls leaked is what the table holds now (ADR 0085).
+        ConsistentRead: true,
         FilterExpression: 'attribute_exists(#ownerUid) OR #sk = :lease',
         ExpressionAttributeNames: { '#ownerUid': 'ownerUid', '#sk': 'sk' },
         ExpressionAttributeValues: { ':lease': { S: LEASE_SK } },
@@ -122,15 +125,13 @@ export function createDynamoAuditStore(options: StoreOptions): AuditStore {
 }
 
 function toAllocation(it: Item): AuditAllocation {
+  const placement = placementOfItem(it);
   return {
     subnet: it.subnet!.S!,
     family: Number(it.family?.N ?? '4') as Family,
     address: it.address!.S!,
     owner: { uid: it.ownerUid!.S!, name: it.ownerName?.S ?? '' },
     ...(it.claimedAt?.N && { claimedAt: Number(it.claimedAt.N) }),
-    ...(it.placedGateway?.S &&
-      it.placedPrefix?.N && {
-        placement: { gateway: it.placedGateway.S, prefix: Number(it.placedPrefix.N) },
-      }),
+    ...(placement && { placement }),
   };
 }
