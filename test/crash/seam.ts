@@ -15,7 +15,7 @@ export class Crash extends Error {
   }
 }
 
-const PORTS = ['ipam', 'leases', 'cluster', 'gateway'] as const;
+const PORTS = ['ipam', 'holds', 'leases', 'cluster', 'gateway'] as const;
 const READ = /^(get|list|find|natGw)/;
 /** Synchronous, request-free methods (Ipam.suggestHome): passed through as they are, crashing like the rest. */
 const SYNC = /^suggest/;
