@@ -14,7 +14,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { memoryInspector } from '../../local/memory/inspect.js';
 import { createDynamoAuditStore } from '../../shared/adapters/dynamo/audit.js';
-import { createDynamoIpam, createDynamoLeases } from '../../shared/adapters/dynamo/index.js';
+import {
+  createDynamoHolds,
+  createDynamoIpam,
+  createDynamoLeases,
+} from '../../shared/adapters/dynamo/index.js';
 import type { AuditDeps } from '../../shared/audit/audit.js';
 import { auditAndRepair } from '../../shared/audit/live.js';
 import { collectGarbage } from '../../shared/core/gc.js';
@@ -84,6 +88,7 @@ beforeAll(async () => {
   const deps: Deps = {
     ...w.deps,
     ipam: createDynamoIpam({ client, tableName: TABLE, clock: w.clock }),
+    holds: createDynamoHolds({ client, tableName: TABLE }),
     leases: createDynamoLeases({ client, tableName: TABLE, clock: w.clock }),
   };
   const run = async (fn: Exclude<Fn, 'gc'>, name: string, reason = 'manual', extra = {}) => {
@@ -108,7 +113,9 @@ beforeAll(async () => {
   // The static one first, so that no random pick takes its address.
   w.eip('b', { v4ip: '172.18.0.4' });
   expect(await run('add', 'b', 'added')).toMatchObject({ status: 'applied' });
-  w.eip('a');
+  // With an unshared QoS policy: its hold is taken (and given back by the deletion below, ADR 0087).
+  w.qos('own', [{ name: 'in', direction: 'ingress', priority: 1, rateMax: '10', burstMax: '10' }]);
+  w.eip('a', { qosPolicy: 'own' });
   expect(await run('add', 'a', 'added')).toMatchObject({ status: 'applied' });
   // gc reserves the pod's address; then the pod is re-created (new uid): the next gc moves the reservation over.
   current = 'gc';
