@@ -36,6 +36,8 @@ const DEFAULTS = {
   resetConcurrency: '5',
   deleteConcurrency: '5',
   gcConcurrency: '1',
+  driftPeriodSeconds: '30',
+  gcEveryMinutes: '60',
 };
 
 const list = (v) =>
@@ -141,6 +143,15 @@ function validate(raw) {
     concurrency[fn] = n;
   }
 
+  // The gc function runs once a minute (ADR 0088): its drift passes divide the minute, its collection the day.
+  if (!['10', '12', '15', '20', '30', '60'].includes(v.driftPeriodSeconds))
+    problems.push(
+      `parameter driftPeriodSeconds must be 10, 12, 15, 20, 30 or 60 (a divisor of the scheduled minute), got "${v.driftPeriodSeconds}"`,
+    );
+  const gcEvery = Number(v.gcEveryMinutes);
+  if (!Number.isInteger(gcEvery) || gcEvery < 1 || gcEvery > 1440)
+    problems.push(`parameter gcEveryMinutes must be an integer 1..1440, got "${v.gcEveryMinutes}"`);
+
   if (problems.length) {
     const error = new Error(`invalid deploy parameters:\n  - ${problems.join('\n  - ')}`);
     error.stack = error.message; // osls prints the stack: keep it to the message
@@ -174,6 +185,8 @@ function validate(raw) {
       boundary: v.permissionsBoundary,
     }),
     concurrency,
+    driftPeriodSeconds: v.driftPeriodSeconds,
+    gcEveryMinutes: String(gcEvery),
   };
 }
 

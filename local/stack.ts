@@ -15,7 +15,8 @@ import {
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
 import { buildDeps } from '../shared/adapters/live.js';
-import { auditDepsOf, startDriftRepair } from '../shared/audit/live.js';
+import { auditDepsOf, collect, startDriftRepair } from '../shared/audit/live.js';
+import { DEFAULT_DRIFT_PERIOD_MS } from '../shared/audit/schedule.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
 import { BRIDGE_SERVICE } from '../shared/bridge/metrics.js';
 import { loadConfig } from '../shared/config/config.js';
@@ -61,8 +62,15 @@ export interface LocalStackOptions {
   dashboardPort?: number;
   /** Bridge resync period. */
   resyncMs?: number;
-  /** Period of the gateway drift check and repair (shared/audit); default the resync period (10 min); 0 = off. */
+  /**
+   * Period of the drift pass over every gateway and its repair (shared/audit, ADR 0088): default 30 s, as the gc
+   * function on AWS; 0 = off (garbage collection too, unless gcMs is given).
+   */
   driftRepairMs?: number;
+  /** Period of the garbage collection (ADR 0046); default the resync period (10 min); 0 = off. */
+  gcMs?: number;
+  /** An orphan address is removed once seen this long (two passes); default DEFAULT_ORPHAN_GRACE_MS. */
+  orphanGraceMs?: number;
   /** Health server port of the bridge (0 = ephemeral, undefined = none). */
   healthPort?: number;
   logLevel?: Level;
@@ -255,28 +263,38 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(() => bridge.drain(10_000));
     await bridge.ready();
-    // What the hourly gc function does on AWS — garbage collection (the gateway pods' own addresses reserved), then
-    // the drift check and repair — runs beside the bridge's resync, on the same period, and once before `ready:`
-    // (docs/adr/0039-drift-repair.md). Its own timer (not startDriftRepair's) so the dashboard gets each run's summary.
+    // What the gc function does on AWS (ADR 0088): a drift pass over every gateway and its repair every 30 s, and
+    // garbage collection (the gateway pods' own addresses reserved) on a longer period; both once before `ready:`,
+    // collection first (ADR 0046). Its own timers (not startDriftRepair's) so the dashboard gets each pass's summary.
     // The gc function's role is mapped to the handlers' group too (docs/deploy-eks.md).
-    const drift = startDriftRepair(
-      auditDepsOf(config, deps, { kubeConfig: handlersConfig, dynamo: client }),
-      0,
-      {
-        collectFirst: true,
-      },
-    );
-    const driftMs = options.driftRepairMs ?? options.resyncMs ?? 600_000;
+    const auditDeps = auditDepsOf(config, deps, { kubeConfig: handlersConfig, dynamo: client });
+    const drift = startDriftRepair(auditDeps, 0, {
+      ...(options.orphanGraceMs !== undefined && { orphanGraceMs: options.orphanGraceMs }),
+    });
+    const driftMs = options.driftRepairMs ?? DEFAULT_DRIFT_PERIOD_MS;
+    const gcMs = options.gcMs ?? (driftMs > 0 ? (options.resyncMs ?? 600_000) : 0);
     let lastDrift: DriftCheck | undefined;
-    const maintain = async (): Promise<void> => {
+    const pass = async (): Promise<void> => {
       const summary = await drift.runNow();
       lastDrift = { at: new Date().toISOString(), ...(summary ?? { failed: true }) };
     };
-    const driftTimer = driftMs > 0 ? setInterval(() => void maintain(), driftMs) : undefined;
+    let collecting: Promise<void> | undefined;
+    const gc = (): Promise<void> =>
+      (collecting ??= collect(deps)
+        .then(() => undefined)
+        .catch((e: unknown) => log.warn('garbage collection failed', { error: String(e) }))
+        .finally(() => {
+          collecting = undefined;
+        }));
+    const driftTimer = driftMs > 0 ? setInterval(() => void pass(), driftMs) : undefined;
     driftTimer?.unref();
+    const gcTimer = gcMs > 0 ? setInterval(() => void gc(), gcMs) : undefined;
+    gcTimer?.unref();
     stops.push(async () => {
       clearInterval(driftTimer);
+      clearInterval(gcTimer);
       await drift.stop();
+      await collecting;
     });
     say(
       `bridge: watching kubeovn.io/v1 EIPs, NAT rules, QoS policies and gateway pods in ${NAMESPACE}${bridge.healthUrl ? `; health at ${bridge.healthUrl}` : ''}`,
@@ -300,7 +318,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
 
     if (options.demo !== false) await seedDemo(kubeConfig, release, say);
-    if (driftMs > 0) {
+    if (gcMs > 0 || driftMs > 0) {
       // The demo's gateway pod comes from the stand-in a moment after its VpcNatGateway: the first run waits for it
       // (5 s at most), so that it reserves the pod's own address as the gc function would.
       for (let t = Date.now(); options.demo !== false && Date.now() - t < 5_000; ) {
@@ -308,7 +326,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
           break;
         await new Promise((r) => setTimeout(r, 100));
       }
-      await maintain();
+      if (gcMs > 0) await gc();
+      if (driftMs > 0) await pass();
     }
 
     await mkdir(dirname(stackFile), { recursive: true });

@@ -16,6 +16,7 @@ import {
 import { auditDepsOf } from '../shared/audit/live.js';
 import { type DriftKind, MEANING } from '../shared/audit/model.js';
 import { jsonLogger, levelFromEnv } from '../shared/observability/log.js';
+import { parseDuration } from './duration.js';
 import { resolveTarget, TARGET_OPTIONS, TARGET_USAGE, TargetError } from './target.js';
 
 const USAGE = `usage: npm run audit -- [options]
@@ -29,7 +30,7 @@ options:
   --repair                   fix what is safe (see docs/audit.md), print what was done, then audit again
   --dry-run                  with --repair: print what would be done, change nothing
   --grace DURATION           with --repair: an orphan address is removed only once known to be this old
-                             (e.g. 90s, 10m, 1h; default ${DEFAULT_ORPHAN_GRACE_MS / 60_000}m)
+                             (e.g. 90s, 10m, 1h; default ${DEFAULT_ORPHAN_GRACE_MS / 1000}s: seen by two passes)
   --json                     print one JSON document instead of text
 ${TARGET_USAGE}
   -h, --help                 show this help
@@ -50,13 +51,6 @@ const REPAIR_TEXT: Record<string, string> = {
 function usage(message: string): never {
   process.stderr.write(`audit: ${message}\n\n${USAGE}\n`);
   process.exit(2);
-}
-
-function parseDuration(text: string): number | undefined {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!m) return undefined;
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
-  return Math.round(Number(m[1]) * unit);
 }
 
 function printReport(r: AuditReport, out: (s: string) => void): void {

@@ -9,6 +9,7 @@ import { NetnsRefused } from '../local/netns/backend.js';
 import { isReleaseLine, RELEASE_LINES } from '../local/netns/release.js';
 import { startLocalStack } from '../local/stack.js';
 import { levelFromEnv } from '../shared/observability/log.js';
+import { parseDuration } from './duration.js';
 
 const RELEASES = KUBE_OVN_RELEASES.join(', ');
 
@@ -48,6 +49,11 @@ options:
   --gateway-netns-pfifo
                       with --gateway=netns: run kube-ovn 1.16+'s EIP QoS with a pfifo leaf qdisc instead of
                       fq_codel (a copy of the script with that one change), for kernels without fq_codel
+  --drift-period DURATION
+                      how often every gateway is read (3 read-only execs each) and its drift repaired, as the
+                      gc function does on AWS (default: 30s; 0 turns it off; e.g. 10s, 2m)
+  --gc-period DURATION
+                      how often allocations of owners that are gone are released (default: 10m; 0 turns it off)
   --log-level LEVEL   debug, info, warn or error for the JSON logs on stderr (default: warn)
   -h, --help          show this help`;
 
@@ -78,6 +84,8 @@ async function main(): Promise<void> {
         'gateway-release': { type: 'string' },
         'gateway-netns-pfifo': { type: 'boolean' },
         'kube-ovn-version': { type: 'string' },
+        'drift-period': { type: 'string' },
+        'gc-period': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -111,6 +119,15 @@ async function main(): Promise<void> {
     );
   const netnsGateway = gatewayOption(values, kubeOvnRelease);
   const level = levelFromEnv(typeof values['log-level'] === 'string' ? values['log-level'] : 'warn');
+  const period = (flag: 'drift-period' | 'gc-period'): number | undefined => {
+    const text = values[flag];
+    if (typeof text !== 'string') return undefined;
+    const ms = parseDuration(text);
+    if (ms === undefined) fail(`--${flag} must be a duration such as 30s or 10m, got "${text}"`);
+    return ms;
+  };
+  const driftRepairMs = period('drift-period');
+  const gcMs = period('gc-period');
 
   const stack = await startLocalStack({
     port,
@@ -121,6 +138,8 @@ async function main(): Promise<void> {
     logLevel: level,
     healthPort: 0,
     kubeOvnRelease,
+    ...(driftRepairMs !== undefined && { driftRepairMs }),
+    ...(gcMs !== undefined && { gcMs }),
     ...(!values['no-dashboard'] && { dashboardPort }),
     ...(netnsGateway && { netnsGateway }),
   });

@@ -49,6 +49,8 @@ export class MemoryIpam implements Ipam {
   private readonly indexedAt = new Map<string, number>();
   /** (subnet|address) of allocations made by claimAny (found through the owner's home block, ADR 0026). */
   private readonly byAny = new Set<string>();
+  /** (subnet|address) → when it was claimed (epoch ms on the clock). */
+  private readonly claimedAt = new Map<string, number>();
   /** (subnet|family) → released addresses, oldest first */
   private readonly released = new Map<string, string[]>();
   /** (subnet|family) → addresses ever handed out */
@@ -140,8 +142,38 @@ export class MemoryIpam implements Ipam {
 
   /** Whether the owner index shows the allocation at key `k` now. */
   private indexShows(k: string): boolean {
-    const at = this.indexedAt.get(k) ?? 0;
-    return at <= (this.options.clock?.now() ?? Date.now());
+    return (this.indexedAt.get(k) ?? 0) <= this.now();
+  }
+
+  private now(): number {
+    return this.options.clock?.now() ?? Date.now();
+  }
+
+  /**
+   * The collector (shared/core/gc.ts's GarbageCollector), as the DynamoDB adapter's: every allocation is read (the
+   * twin's table is its map, read whole), and one whose owner is not live, claimed before `liveAsOf − graceMs` and
+   * confirmed gone is released.
+   */
+  async collectGarbage(
+    liveOwnerUids: ReadonlySet<string>,
+    options: {
+      liveAsOf?: number;
+      graceMs?: number;
+      confirm?: (a: Allocation) => Promise<boolean>;
+      dryRun?: boolean;
+    } = {},
+  ): Promise<{ scanned: number; orphans: Allocation[]; released: Allocation[] }> {
+    const cutoff = (options.liveAsOf ?? this.now()) - (options.graceMs ?? 120_000);
+    const all = [...this.allocations];
+    const orphans: Allocation[] = [];
+    const released: Allocation[] = [];
+    for (const [k, a] of all) {
+      if (liveOwnerUids.has(a.owner.uid) || (this.claimedAt.get(k) ?? 0) >= cutoff) continue;
+      orphans.push(a);
+      if (options.confirm && !(await options.confirm(a))) continue;
+      if (!options.dryRun && (await this.release(a.subnet, a.address, a.owner.uid))) released.push(a);
+    }
+    return { scanned: all.length, orphans, released };
   }
 
   async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
@@ -157,6 +189,7 @@ export class MemoryIpam implements Ipam {
     this.allocations.delete(keyOf(subnet, addr));
     this.indexedAt.delete(keyOf(subnet, addr));
     this.byAny.delete(keyOf(subnet, addr));
+    this.claimedAt.delete(keyOf(subnet, addr));
     const k = `${subnet}|${held.family}`;
     const list = this.released.get(k) ?? [];
     list.push(addr);
@@ -192,6 +225,7 @@ export class MemoryIpam implements Ipam {
     };
     const k = keyOf(pool.subnet, address);
     this.allocations.set(k, a);
+    this.claimedAt.set(k, this.now());
     if (any) this.byAny.add(k);
     if (this.options.indexLagMs)
       this.indexedAt.set(k, (this.options.clock?.now() ?? Date.now()) + this.options.indexLagMs);

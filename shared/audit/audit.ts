@@ -193,12 +193,16 @@ export interface RepairAction {
 
 export interface RepairOptions {
   dryRun?: boolean;
-  /** An orphan address is removed only once it is known to be this old. Default 10 minutes. */
+  /**
+   * An orphan address is removed only once it is known to be this old: first seen by a pass at least this long
+   * before (or released that long ago). Default 25 s: with passes every 30 s (ADR 0088), the second consecutive pass
+   * that sees it removes it.
+   */
   orphanGraceMs?: number;
   progress?: (line: string) => void;
 }
 
-export const DEFAULT_ORPHAN_GRACE_MS = 10 * 60_000;
+export const DEFAULT_ORPHAN_GRACE_MS = 25_000;
 
 /** Repairs the safe subset of `report.drift` (docs/adr/0039-drift-repair.md) and says what it did. */
 export async function repairDrift(

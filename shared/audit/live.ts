@@ -12,6 +12,7 @@ import { collectGarbage, isGarbageCollector } from '../core/gc.js';
 import type { Deps } from '../ports.js';
 import { type AuditDeps, type RepairAction, type RepairOptions, repairDrift, runAudit } from './audit.js';
 import type { Drift } from './model.js';
+import { collectsAt, DEFAULT_SCHEDULE, type MaintenanceSchedule } from './schedule.js';
 
 export function auditDepsOf(
   config: Config,
@@ -77,6 +78,57 @@ export async function auditAndRepair(
   return { drift: report.drift, actions };
 }
 
+/** What one scheduled invocation of the gc function did (ADR 0088). */
+export interface ScheduledRun {
+  /** The garbage collection's counts, when this invocation collected. */
+  gc?: GcCounts;
+  /** Drift passes run, drift found over all of them, repairs done. */
+  passes: number;
+  drift: number;
+  repaired: number;
+  /** Passes that failed, with why (the next pass runs anyway). */
+  failures: string[];
+}
+
+/**
+ * One scheduled invocation: garbage collection when `collect` says so, then `passes` drift passes `periodMs` apart
+ * (the first at once). A failed collection or pass is logged and counted (DriftCheckFailures) and does not stop the
+ * others. `sleep` is the wait between passes (a test passes its own).
+ */
+export async function scheduledMaintenance(
+  deps: Deps,
+  audit: (() => AuditDeps) | undefined,
+  o: {
+    collect: boolean;
+    passes: number;
+    periodMs: number;
+    sleep?: (ms: number) => Promise<void>;
+  },
+): Promise<ScheduledRun> {
+  const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const out: ScheduledRun = { passes: 0, drift: 0, repaired: 0, failures: [] };
+  if (o.collect) out.gc = await collect(deps);
+  if (!audit) return out;
+  const start = deps.clock.now();
+  const auditDeps = audit();
+  for (let i = 0; i < o.passes; i++) {
+    const wait = start + i * o.periodMs - deps.clock.now();
+    if (wait > 0) await sleep(wait);
+    try {
+      const d = await auditAndRepair(auditDeps);
+      out.drift += d.drift.length;
+      out.repaired += d.actions.filter((a) => a.result === 'done').length;
+    } catch (e) {
+      // Collection succeeded; a failed drift check must not hide that (it is logged and counted, and runs next pass).
+      deps.log.error('drift check failed', { error: String(e) });
+      deps.metrics.count('DriftCheckFailures', 1);
+      out.failures.push((e as Error).message);
+    }
+    out.passes++;
+  }
+  return out;
+}
+
 /**
  * Runs auditAndRepair every `intervalMs` (never two at once), after a garbage collection when `collectFirst` is set
  * (what the hourly gc function does; a failed collection is logged and the drift check runs anyway); `stop()` waits
@@ -120,34 +172,39 @@ export function startDriftRepair(
   };
 }
 
-/** What the gc function returns: the collection's counts, then the drift found and repaired (or why not). */
-export interface GcResult extends GcCounts {
+/** What the gc function returns: the collection's counts when it collected, then the passes, drift and repairs. */
+export interface GcResult extends Partial<GcCounts> {
+  passes: number;
+  /** Drift found over the passes; 'off' (DRIFT_REPAIR=off), or 'failed: …' when every pass failed. */
   drift: number | string;
   repaired: number;
 }
 
 /**
- * The scheduled gc function (functions/gc/handler.ts wires it): garbage collection, then the drift check and repair
- * of every gateway. `auditDeps` is undefined when the drift check is off (DRIFT_REPAIR=off). A failed drift check is
- * logged, counted (DriftCheckFailures) and returned, never thrown: the collection succeeded, and the check runs
- * again next hour.
+ * The scheduled gc function (functions/gc/handler.ts wires it; ADR 0088): invoked once a minute with the schedule's
+ * time, it collects garbage in every `gcEveryMinutes`-th minute, then runs `passesPerMinute` drift passes
+ * `driftPeriodMs` apart. Invoked without a time (by hand, a test): one collection and one pass. `auditDeps` is
+ * undefined when the drift passes are off (DRIFT_REPAIR=off). A failed pass is logged, counted (DriftCheckFailures)
+ * and returned, never thrown: the collection succeeded, and the next pass runs anyway.
  */
 export function gcHandler(wiring: {
   deps(): Promise<Deps>;
   auditDeps(deps: Deps): AuditDeps | undefined;
-}): () => Promise<GcResult> {
-  return async () => {
+  schedule?(): MaintenanceSchedule;
+}): (event?: { time?: string }) => Promise<GcResult> {
+  return async (event) => {
     const deps = await wiring.deps();
-    const gc = await collect(deps);
+    const schedule = wiring.schedule?.() ?? DEFAULT_SCHEDULE;
+    const at = Date.parse(event?.time ?? '');
+    const scheduled = Number.isFinite(at);
     const audit = wiring.auditDeps(deps);
-    if (!audit) return { ...gc, drift: 'off', repaired: 0 };
-    try {
-      const d = await auditAndRepair(audit);
-      return { ...gc, drift: d.drift.length, repaired: d.actions.filter((a) => a.result === 'done').length };
-    } catch (e) {
-      deps.log.error('drift check failed', { error: String(e) });
-      deps.metrics.count('DriftCheckFailures', 1);
-      return { ...gc, drift: `failed: ${(e as Error).message}`, repaired: 0 };
-    }
+    const run = await scheduledMaintenance(deps, audit && (() => audit), {
+      collect: !scheduled || collectsAt(at, schedule.gcEveryMinutes),
+      passes: scheduled ? schedule.passesPerMinute : 1,
+      periodMs: schedule.driftPeriodMs,
+    });
+    const allFailed = run.passes > 0 && run.passes === run.failures.length;
+    const drift = !audit ? 'off' : allFailed ? `failed: ${run.failures.join('; ')}` : run.drift;
+    return { ...run.gc, passes: run.passes, drift, repaired: run.repaired };
   };
 }

@@ -12,7 +12,9 @@
  * | `EIP_READ_CACHE_MS` | how long a warm container reuses the nat-gw ConfigMaps, Subnets and VpcNatGateways it read (0: off; ADR 0028) | `5000` in Lambda, else `0` |
  * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` (`AWS_LAMBDA_LOG_LEVEL`, set by the function's logging configuration, wins) | `info` |
  * | `KUBE_OVN_RELEASE` | the kube-ovn release a gateway speaks when its pod does not tell (`1.12`, `1.13`, `1.14`, `1.15`, `1.16`, `master`); `auto` or empty: none (docs/compatibility.md) | `auto` |
- * | `DRIFT_REPAIR` | `gc` only: `off` skips the drift check and repair of the gateways after collection | `on` |
+ * | `DRIFT_REPAIR` | `gc` only: `off` skips the drift passes over the gateways (collection still runs) | `on` |
+ * | `DRIFT_PERIOD_SECONDS` | `gc` only: seconds between two drift passes, a divisor of the minute: 10, 12, 15, 20, 30, 60 (ADR 0088) | `30` |
+ * | `GC_EVERY_MINUTES` | `gc` only: garbage collection in every n-th minute's invocation, 1–1440 | `60` |
  * | `AWS_LAMBDA_FUNCTION_NAME` | set by Lambda: the service name in logs, EMF metrics instead of counters, the Events' reporting instance | — |
  * | `AWS_ACCESS_KEY_ID` | with `DYNAMODB_ENDPOINT` and no key, placeholder credentials are used (dynalite accepts any) | — |
  * | `STAGE` | the stack's stage: metrics go to the namespace `EipLambdas/<STAGE>` (ADR 0080) | none: `EipLambdas` |
@@ -48,8 +50,17 @@ export interface Config {
   service: string;
   /** Running in Lambda: metrics go out as EMF lines, not into in-process counters. */
   inLambda: boolean;
-  /** The gc function's drift check and repair after collection (DRIFT_REPAIR, docs/adr/0039-drift-repair.md). */
+  /** The gc function's drift passes (DRIFT_REPAIR, docs/adr/0039-drift-repair.md). */
   driftRepair: boolean;
+  /** When the gc function's maintenance runs (ADR 0088; shared/audit/schedule.ts). */
+  maintenance: {
+    /** Time between two drift passes (DRIFT_PERIOD_SECONDS). */
+    driftPeriodMs: number;
+    /** Drift passes one scheduled (once-a-minute) invocation runs. */
+    passesPerMinute: number;
+    /** Garbage collection in the invocation of every n-th minute (GC_EVERY_MINUTES). */
+    gcEveryMinutes: number;
+  };
   /** CloudWatch namespace of the EMF metrics: `EipLambdas/<STAGE>` (the stack sets STAGE), else `EipLambdas`. */
   metricsNamespace: string;
 }
@@ -59,6 +70,22 @@ export class ConfigError extends Error {
     super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
     this.name = 'ConfigError';
   }
+}
+
+/** Drift periods that divide the scheduled minute evenly (ADR 0088). */
+const DRIFT_PERIODS_SECONDS = [10, 12, 15, 20, 30, 60];
+
+/** DRIFT_PERIOD_SECONDS and GC_EVERY_MINUTES: the gc function's schedule within its once-a-minute invocation. */
+function maintenanceOf(env: NodeJS.ProcessEnv, problems: string[]): Config['maintenance'] {
+  const period = env.DRIFT_PERIOD_SECONDS?.trim() ? Number(env.DRIFT_PERIOD_SECONDS) : 30;
+  const valid = DRIFT_PERIODS_SECONDS.includes(period);
+  if (!valid)
+    problems.push(
+      `DRIFT_PERIOD_SECONDS must be one of ${DRIFT_PERIODS_SECONDS.join(', ')} (a divisor of the scheduled minute), got "${env.DRIFT_PERIOD_SECONDS}"`,
+    );
+  const gcEveryMinutes = intIn('GC_EVERY_MINUTES', env.GC_EVERY_MINUTES, 60, [1, 1440], problems);
+  const seconds = valid ? period : 30;
+  return { driftPeriodMs: seconds * 1000, passesPerMinute: 60 / seconds, gcEveryMinutes };
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -149,6 +176,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   if (driftRepair !== 'on' && driftRepair !== 'off')
     problems.push(`DRIFT_REPAIR must be on or off, got "${env.DRIFT_REPAIR}"`);
 
+  const maintenance = maintenanceOf(env, problems);
   const stage = stageOf(env.STAGE, problems);
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -163,6 +191,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     service: env.AWS_LAMBDA_FUNCTION_NAME ?? 'eip-lambdas',
     inLambda,
     driftRepair: driftRepair === 'on',
+    maintenance: Object.freeze(maintenance),
     metricsNamespace: metricsNamespace(stage),
   });
 }

@@ -75,6 +75,9 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
       log: memoryLogger('warn'),
       say: () => {},
       driftRepairMs: 1000,
+      gcMs: 1000,
+      // The stray address below is the operator's to remove (npm run audit --repair), not the stack's.
+      orphanGraceMs: 30 * 60_000,
     });
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);

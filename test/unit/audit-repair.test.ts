@@ -157,8 +157,16 @@ describe('audit and repair on the in-memory world', () => {
     await ready(w, ip);
     exec(w, 'ip', 'addr', 'del', `${ip.a}/24`, 'dev', 'net1');
     const log = memoryLogger('warn');
-    // The in-memory IPAM cannot collect garbage: the collection throws.
-    const runner = startDriftRepair({ ...deps, log }, 0, { collectFirst: true });
+    // A collection that throws (its table unreadable).
+    const ipam = new Proxy(w.ipam, {
+      get: (t, p) =>
+        p === 'collectGarbage'
+          ? async () => {
+              throw new Error('cannot collect: the table is unreadable');
+            }
+          : Reflect.get(t, p),
+    });
+    const runner = startDriftRepair({ ...deps, ipam, log }, 0, { collectFirst: true });
     const summary = await runner.runNow();
     expect(summary?.drift.map((d) => d.kind)).toEqual(['missing-address']);
     expect(log.lines).toContainEqual(

@@ -91,6 +91,8 @@ describe('deploy parameters (infra/params.cjs)', () => {
     [{ execTimeoutMs: '30000' }, /execTimeoutMs/],
     [{ kubeOvnRelease: '1.11' }, /kubeOvnRelease must be auto or a kube-ovn release the product speaks/],
     [{ kubeOvnRelease: 'latest' }, /kubeOvnRelease/],
+    [{ driftPeriodSeconds: '45' }, /driftPeriodSeconds must be 10, 12, 15, 20, 30 or 60/],
+    [{ gcEveryMinutes: '0' }, /gcEveryMinutes must be an integer 1\.\.1440/],
     [{ bridgeOidcIssuer: 'oidc.eks.eu-west-1.amazonaws.com/id/AB' }, /bridgeOidcIssuer .* OIDC issuer URL/],
     [{ bridgeOidcIssuer: `https://${ISSUER}`, bridgePodIdentity: 'true' }, /choose one/],
     [{ bridgePodIdentity: 'yes' }, /bridgePodIdentity must be true or false/],
@@ -485,6 +487,17 @@ describe('npm run package', () => {
     }
     expect(roles.size).toBe(5);
     expect(r.IamRoleLambdaExecution).toBeUndefined(); // no shared role
+  });
+
+  it('run gc once a minute, with its drift period and collection interval (ADR 0088)', () => {
+    expect(r.GcLambdaFunction.Properties.Environment.Variables).toMatchObject({
+      DRIFT_PERIOD_SECONDS: '30',
+      GC_EVERY_MINUTES: '60',
+    });
+    const schedules = Object.values(r as Record<string, Json>)
+      .filter((x) => x.Type === 'AWS::Events::Rule' && x.Properties.ScheduleExpression)
+      .map((x) => [x.Properties.ScheduleExpression, x.Properties.Targets.map((t: Json) => t.Arn)]);
+    expect(schedules).toEqual([['rate(1 minute)', [{ 'Fn::GetAtt': ['GcLambdaFunction', 'Arn'] }]]]);
   });
 
   it('grant the handlers no Scan, and the exact index ARNs; gc alone may Scan', () => {
