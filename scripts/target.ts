@@ -1,6 +1,7 @@
 /**
  * Which cluster and table a command-line tool talks to: flags, then the environment (KUBECONFIG or the EKS
- * variables, TABLE_NAME, DYNAMODB_ENDPOINT), then the running local stack (.local/stack.json, written by npm start).
+ * variables, TABLE_NAME, DYNAMODB_ENDPOINT), then the running local stack: the stack.json npm start wrote beside the
+ * kubeconfig named (`npm start -- --kubeconfig FILE` writes it next to FILE), else .local/stack.json.
  *
  * A target that is named is never silently replaced or completed with another one: the local stack fills in only
  * when nothing is named, or when what is named is the local stack's own kubeconfig. A real cluster is never paired
@@ -8,7 +9,7 @@
  * the tools report as usage errors (exit 2).
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { type Config, ConfigError, loadConfig } from '../shared/config/config.js';
 
 export const TARGET_OPTIONS = {
@@ -21,7 +22,8 @@ export const TARGET_OPTIONS = {
 export const TARGET_USAGE = `  --kubeconfig FILE          Kubernetes API to use (default: $KUBECONFIG, else the local stack's)
   --table NAME               DynamoDB table (default: $TABLE_NAME, else the local stack's)
   --dynamodb-endpoint URL    DynamoDB endpoint (default: $DYNAMODB_ENDPOINT, else the local stack's, else AWS)
-  --stack FILE               local stack description (default: .local/stack.json, written by npm start)
+  --stack FILE               local stack description (default: stack.json beside the kubeconfig named, when
+                             npm start wrote one there; else .local/stack.json)
                              The local stack completes a target only when none is named, or when the kubeconfig
                              named is the stack's own: a real cluster is never paired with the local table.`;
 
@@ -35,6 +37,23 @@ interface StackFile {
   dynamodbEndpoint: string;
   tableName: string;
   namespace?: string;
+}
+
+/**
+ * The stack.json npm start wrote beside `kubeconfig` (it writes it next to the kubeconfig it writes), when that file
+ * exists and names this very kubeconfig; undefined otherwise.
+ */
+function stackBeside(kubeconfig: string | undefined): string | undefined {
+  if (!kubeconfig?.trim()) return undefined;
+  const path = resolve(kubeconfig.trim());
+  const candidate = join(dirname(path), 'stack.json');
+  if (!existsSync(candidate)) return undefined;
+  try {
+    const stack = JSON.parse(readFileSync(candidate, 'utf8')) as Partial<StackFile>;
+    return typeof stack.kubeconfig === 'string' && resolve(stack.kubeconfig) === path ? candidate : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -60,7 +79,9 @@ export function resolveTarget(
   named('DYNAMODB_ENDPOINT', '--dynamodb-endpoint', values['dynamodb-endpoint']);
   if (env.EKS_CLUSTER_NAME?.trim()) from.EKS_CLUSTER_NAME = '$EKS_CLUSTER_NAME';
 
-  const stackPath = resolve(typeof values.stack === 'string' ? values.stack : '.local/stack.json');
+  const stackPath = resolve(
+    typeof values.stack === 'string' ? values.stack : (stackBeside(env.KUBECONFIG) ?? '.local/stack.json'),
+  );
   if (typeof values.stack === 'string' && !existsSync(stackPath))
     throw new TargetError(`--stack ${values.stack}: no such file (is npm start running?)`);
   const stack = existsSync(stackPath)

@@ -63,6 +63,21 @@ describe('resolveTarget', () => {
     ).toBe('local-ipam');
   });
 
+  it('finds the stack.json npm start wrote beside the kubeconfig named (npm start -- --kubeconfig FILE)', () => {
+    noStack(() => {
+      const byFlag = resolveTarget({ kubeconfig: stackKubeconfig }, {});
+      expect(byFlag?.config.dynamo).toMatchObject({
+        tableName: 'local-ipam',
+        endpoint: 'http://127.0.0.1:45999',
+      });
+      expect(resolveTarget({}, { KUBECONFIG: stackKubeconfig })?.config.dynamo.tableName).toBe('local-ipam');
+      // A stack.json beside another kubeconfig names its own: it does not complete this one.
+      expect(() => resolveTarget({ kubeconfig: realKubeconfig }, {})).toThrow(
+        /--kubeconfig given, but no table/,
+      );
+    });
+  });
+
   it('refuses a real kubeconfig paired with the local table (exported KUBECONFIG, stack running)', () => {
     expect(() => resolveTarget({ stack: stackFile }, { KUBECONFIG: realKubeconfig })).toThrow(TargetError);
     expect(() => resolveTarget({ stack: stackFile }, { KUBECONFIG: realKubeconfig })).toThrow(
