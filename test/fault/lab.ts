@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   CustomObjectsApi,
   KubeConfig,
@@ -63,6 +64,8 @@ export interface Lab {
   metrics: TallyMetrics;
   log: ReturnType<typeof memoryLogger>;
   dynamoFaults: DynamoFault[];
+  /** The handlers' DynamoDB client and table (for the audit's store, or a consistent Scan). */
+  dynamo: { client: DynamoDBClient; table: string };
   /** Makes the next `times` DynamoDB requests of `op` fail (a 400 ThrottlingException or a 500). */
   failDynamo(op: string, kind: DynamoFault['kind'], times?: number): DynamoFault;
   sim(): NatGatewaySim;
@@ -160,6 +163,7 @@ export async function startLab(
     metrics,
     log,
     dynamoFaults,
+    dynamo: { client, table },
     failDynamo(op, kind, times = 1) {
       const f = { op, kind, times, hits: 0 };
       dynamoFaults.push(f);

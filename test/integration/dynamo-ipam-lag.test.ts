@@ -49,6 +49,34 @@ describe('DynamoDB IPAM with a lagging index', () => {
     expect(hidden()).toBe(1);
   });
 
+  it('findByOwner with where the EIP records its claims finds them within the lag (ADR 0085), as the twin models', async () => {
+    const clock = new ManualClock();
+    const { ipam } = await laggingIpam(clock);
+    const pool: Pool = { subnet: 's', family: 4, cidr: '10.1.0.0/22', gateway: '10.1.0.1', exclude: [] };
+    const any = await ipam.claimAny(pool, { uid: 'u-any', name: 'a' }, undefined, { firstAttempt: true });
+    const fixed = await ipam.claimAddress(pool, '10.1.3.7', { uid: 'u-static', name: 's' });
+    // The index shows neither yet.
+    expect(await ipam.findByOwner('u-any')).toEqual([]);
+    expect(await ipam.findByOwner('u-static')).toEqual([]);
+    // Read where they are: the owner's home block in its pool, the address its spec names.
+    expect(await ipam.findByOwner('u-any', [{ subnet: 's', addresses: [], pools: [pool] }])).toEqual([any]);
+    expect(
+      await ipam.findByOwner('u-static', [{ subnet: 's', addresses: ['10.1.3.7'], pools: [pool] }]),
+    ).toEqual([fixed]);
+    // Someone else's address named on an EIP is not reported as its own.
+    expect(await ipam.findByOwner('u-any', [{ subnet: 's', addresses: ['10.1.3.7'] }])).toEqual([]);
+  });
+
+  it('the collector reads the table, not the lagging index: an orphan claimed long ago is found and released', async () => {
+    const clock = new ManualClock();
+    const { ipam } = await laggingIpam(clock);
+    const pool: Pool = { subnet: 's', family: 4, cidr: '10.1.0.0/24', gateway: '10.1.0.1', exclude: [] };
+    const gone = await ipam.claimAny(pool, { uid: 'gone', name: 'g' });
+    clock.advance(40_000); // older than the grace below, still younger than the index's lag
+    const report = await ipam.collectGarbage(new Set(), { liveAsOf: clock.now(), graceMs: 30_000 });
+    expect(report.released.map((a) => a.address)).toEqual([gone.address]);
+  });
+
   it('a retry within the lag gets the same address back, on every claim path, and nobody holds two', async () => {
     const clock = new ManualClock();
     const { ipam } = await laggingIpam(clock);

@@ -187,7 +187,7 @@ describe('IAM roles (infra/iam.yml) against the requests the functions send', ()
       expect.arrayContaining([
         permission('Query', 'byOwner'),
         permission('Query'),
-        permission('Scan', 'byOwner'),
+        permission('Scan'),
         permission('UpdateItem'),
         permission('GetItem'),
       ]),

@@ -512,12 +512,9 @@ describe('npm run package', () => {
       expect(onIndexes).toEqual([{ Effect: 'Allow', Action: ['dynamodb:Query'], Resource: exactIndexes }]);
       expect(actionsOn(role, 'sqs')).toEqual(['sqs:SendMessage']);
     }
-    // gc alone may Scan: the table (its drift check) and the byOwner index (collection), nothing else.
+    // gc alone may Scan, and only the table (collection and drift check read it consistently; ADR 0085).
     const scans = statements(r.GcRole).filter((s: Json) => s.Action.includes('dynamodb:Scan'));
-    expect(scans.map((s: Json) => s.Resource)).toEqual([
-      { 'Fn::GetAtt': ['IpamTable', 'Arn'] },
-      { 'Fn::Sub': '${IpamTable.Arn}/index/byOwner' },
-    ]);
+    expect(scans.map((s: Json) => s.Resource)).toEqual([{ 'Fn::GetAtt': ['IpamTable', 'Arn'] }]);
     // No wildcard resource in any function role.
     for (const C of Object.values(FUNCTIONS))
       expect(JSON.stringify(statements(r[`${C}Role`]))).not.toMatch(/"Resource":"\*"|index\/\*/);

@@ -12,6 +12,7 @@ import type { Allocation, Clock, Metrics, Owner, Placement, Pool } from '../../p
 import type { ClaimStats } from './ipam.js';
 import { type Claimant, getItem, type Item, key, names, placementAttributes, toAllocation } from './items.js';
 import { addressSk, type HomeBlock, type PoolGeometry, pointerSk, poolPk } from './layout.js';
+import { qosValue } from './placement.js';
 import type { Store } from './store.js';
 
 export class ClaimWrites {
@@ -161,6 +162,7 @@ export class ClaimWrites {
     }
     // One upsert: free (no item, or a released marker) or already ours. claimId/claimedAt survive a same-owner
     // repeat, so a GC that read the first claim still matches it.
+    const placed = placementUpdate(placement);
     const r = await this.store.sendConditional<UpdateItemCommandOutput>(
       new UpdateItemCommand({
         TableName: this.store.tableName,
@@ -168,10 +170,7 @@ export class ClaimWrites {
         // A same-owner repeat keeps the placement it has (Ipam.place moves it); a new claim records the one given.
         UpdateExpression:
           'SET #subnet = :subnet, #family = :family, #address = :address, #ownerUid = :uid, #ownerName = :name, ' +
-          '#claimId = if_not_exists(#claimId, :cid), #claimedAt = if_not_exists(#claimedAt, :now)' +
-          (placement
-            ? ', #placedGateway = if_not_exists(#placedGateway, :gw), #placedPrefix = if_not_exists(#placedPrefix, :prefix)'
-            : '') +
+          `#claimId = if_not_exists(#claimId, :cid), #claimedAt = if_not_exists(#claimedAt, :now)${placed.set}` +
           ' REMOVE #freePool, #releasedAt',
         ConditionExpression: 'attribute_not_exists(#ownerUid) OR #ownerUid = :uid',
         ExpressionAttributeNames: names(
@@ -184,7 +183,7 @@ export class ClaimWrites {
           'claimedAt',
           'freePool',
           'releasedAt',
-          ...(placement ? ['placedGateway', 'placedPrefix'] : []),
+          ...placed.names,
         ),
         ExpressionAttributeValues: {
           ':subnet': { S: pool.subnet },
@@ -194,10 +193,7 @@ export class ClaimWrites {
           ':name': { S: owner.name },
           ':cid': { S: randomUUID() },
           ':now': { N: String(now) },
-          ...(placement && {
-            ':gw': { S: placement.gateway },
-            ':prefix': { N: String(placement.prefix) },
-          }),
+          ...placed.values,
         },
         ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
@@ -216,22 +212,29 @@ export class ClaimWrites {
     );
   }
 
-  /** One conditional UpdateItem on the address item: the placement is written only while `ownerUid` holds it. */
+  /**
+   * One conditional UpdateItem on the address item: the placement is written only while `ownerUid` holds it, and
+   * replaces the one recorded (a placement without `qos` removes a recorded policy: not known any more).
+   */
   async place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean> {
     const p = parseAddress(address);
     if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
     if (!ownerUid) return false;
+    const qos = placement.qos;
     const r = await this.store.sendConditional<UpdateItemCommandOutput>(
       new UpdateItemCommand({
         TableName: this.store.tableName,
         Key: key(poolPk(subnet, p.family), addressSk(p.family, p.value)),
-        UpdateExpression: 'SET #placedGateway = :gw, #placedPrefix = :prefix',
+        UpdateExpression:
+          'SET #placedGateway = :gw, #placedPrefix = :prefix' +
+          (qos === undefined ? ' REMOVE #placedQos' : ', #placedQos = :qos'),
         ConditionExpression: '#ownerUid = :uid',
-        ExpressionAttributeNames: names('placedGateway', 'placedPrefix', 'ownerUid'),
+        ExpressionAttributeNames: names('placedGateway', 'placedPrefix', 'placedQos', 'ownerUid'),
         ExpressionAttributeValues: {
           ':gw': { S: placement.gateway },
           ':prefix': { N: String(placement.prefix) },
           ':uid': { S: ownerUid },
+          ...(qos !== undefined && { ':qos': qosValue(qos) }),
         },
       }),
     );
@@ -261,4 +264,25 @@ export class ClaimWrites {
       ...placementAttributes(owner.placement),
     };
   }
+}
+
+/** The SET clause, names and values a static claim's placement adds (kept as it is on a same-owner repeat). */
+function placementUpdate(placement: Placement | undefined): {
+  set: string;
+  names: string[];
+  values: Item;
+} {
+  if (!placement) return { set: '', names: [], values: {} };
+  const qos = placement.qos;
+  return {
+    set:
+      ', #placedGateway = if_not_exists(#placedGateway, :gw), #placedPrefix = if_not_exists(#placedPrefix, :prefix)' +
+      (qos === undefined ? '' : ', #placedQos = if_not_exists(#placedQos, :qos)'),
+    names: ['placedGateway', 'placedPrefix', ...(qos === undefined ? [] : ['placedQos'])],
+    values: {
+      ':gw': { S: placement.gateway },
+      ':prefix': { N: String(placement.prefix) },
+      ...(qos !== undefined && { ':qos': qosValue(qos) }),
+    },
+  };
 }

@@ -14,8 +14,8 @@
  *
  * This file is the port's face: it checks the arguments, runs claimAny's strategies in order and keeps its
  * bookkeeping. The strategies are claim.ts, their conditional writes claim-writes.ts, what this allocator knows of
- * the pools and its estimates knowledge.ts (with the cursor's items in cursor-io.ts), lookups, releases and the
- * garbage collection release.ts.
+ * the pools and its estimates knowledge.ts (with the cursor's items in cursor-io.ts), findByOwner lookup.ts,
+ * releases and the garbage collection release.ts.
  */
 import { NoAvailableAddressError } from '../../domain/errors.js';
 import type {
@@ -26,6 +26,7 @@ import type {
   Logger,
   Metrics,
   Owner,
+  OwnerRecord,
   Placement,
   Pool,
 } from '../../ports.js';
@@ -35,6 +36,7 @@ import type { CursorOptions } from './cursor.js';
 import { assertOwner, avoidedValues, type Claimant } from './items.js';
 import { PoolKnowledge } from './knowledge.js';
 import { geometryOf, homeBlock, homeOfHint } from './layout.js';
+import { OwnerLookup } from './lookup.js';
 import { type GcOptions, type GcReport, Releases } from './release.js';
 import type { Store } from './store.js';
 
@@ -85,6 +87,7 @@ export class DynamoIpam implements Ipam {
   private readonly writes: ClaimWrites;
   private readonly strategies: ClaimStrategies;
   private readonly releases: Releases;
+  private readonly lookup: OwnerLookup;
   /** Stats of the last claimAny, for the benchmark and the tests (not part of the port). */
   lastClaim: ClaimStats | undefined;
 
@@ -108,6 +111,7 @@ export class DynamoIpam implements Ipam {
     this.known = new PoolKnowledge(store, clock, this.tuning, log);
     this.writes = new ClaimWrites(store, clock, this.tuning.maxClaimAttempts, metrics);
     this.releases = new Releases(store, clock, log, metrics);
+    this.lookup = new OwnerLookup(store, this.known);
     this.strategies = new ClaimStrategies(
       store,
       this.known,
@@ -197,8 +201,9 @@ export class DynamoIpam implements Ipam {
 
   // ------------------------------------------------------------------ lookups, releases, collection
 
-  findByOwner(ownerUid: string): Promise<Allocation[]> {
-    return this.releases.held(ownerUid);
+  /** Read where `where` says the owner's allocations are, as well as through the owner index (lookup.ts). */
+  findByOwner(ownerUid: string, where?: readonly OwnerRecord[]): Promise<Allocation[]> {
+    return this.lookup.held(ownerUid, where);
   }
 
   releaseByOwner(ownerUid: string): Promise<Allocation[]> {

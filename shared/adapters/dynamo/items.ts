@@ -9,7 +9,10 @@ import { parseAddress } from '../../domain/addressing.js';
 import { InvalidSpecError } from '../../domain/errors.js';
 import type { Allocation, Owner, Placement, Pool } from '../../ports.js';
 import type { HomeBlock, PoolGeometry } from './layout.js';
+import { placementOfItem } from './placement.js';
 import type { Store } from './store.js';
+
+export { placementAttributes } from './placement.js';
 
 export type Item = Record<string, AttributeValue>;
 
@@ -22,15 +25,13 @@ export function names(...attrs: string[]): Record<string, string> {
 }
 
 export function toAllocation(it: Item): Allocation {
+  const placement = placementOfItem(it);
   return {
     subnet: it.subnet!.S!,
     family: Number(it.family!.N) as Family,
     address: it.address!.S!,
     owner: { uid: it.ownerUid!.S!, name: it.ownerName?.S ?? '' },
-    ...(it.placedGateway?.S &&
-      it.placedPrefix?.N && {
-        placement: { gateway: it.placedGateway.S, prefix: Number(it.placedPrefix.N) },
-      }),
+    ...(placement && { placement }),
   };
 }
 
@@ -77,10 +78,6 @@ export function blockId(g: PoolGeometry, home: HomeBlock): string {
 /** Identity of a pool in memory: its partition and geometry. */
 export function poolId(g: PoolGeometry): string {
   return `${g.pk}|${g.fingerprint}`;
-}
-
-export function placementAttributes(p: Placement | undefined): Item {
-  return p ? { placedGateway: { S: p.gateway }, placedPrefix: { N: String(p.prefix) } } : {};
 }
 
 export function assertOwner(owner: Owner): void {

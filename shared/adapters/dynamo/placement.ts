@@ -12,13 +12,18 @@ type Item = Record<string, AttributeValue>;
 /** The attribute names of a placement, for a REMOVE on release. */
 export const PLACEMENT_ATTRIBUTES = ['placedGateway', 'placedPrefix', 'placedQos'] as const;
 
+/** How `placedQos` stores a policy name ('' for none). */
+export function qosValue(qos: string): AttributeValue {
+  return qos ? { S: qos } : { NULL: true };
+}
+
 /** A placement's attributes (none for no placement; no `placedQos` when the policy is not recorded). */
 export function placementAttributes(p: Placement | undefined): Item {
   if (!p) return {};
   return {
     placedGateway: { S: p.gateway },
     placedPrefix: { N: String(p.prefix) },
-    ...(p.qos !== undefined && { placedQos: p.qos ? { S: p.qos } : { NULL: true } }),
+    ...(p.qos !== undefined && { placedQos: qosValue(p.qos) }),
   };
 }
 
