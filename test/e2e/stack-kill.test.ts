@@ -7,6 +7,14 @@
  * CI runs 20 creates + 5 deletes; EIP_LONG=1 runs the 80 + 20 of the original report. The convergence time after the
  * restart is printed. A second test runs `kill 1` in the gateway container during a burst of creates (the container
  * restarts with its state lost) and waits until every address is back on net1.
+ *
+ * A third kills the stack's whole process group with SIGKILL in round after round of creates plus deletes of
+ * existing EIPs, restarting it on the same --data-dir each time (CI: 2 rounds of 20 + 5; EIP_LONG=1: 8 rounds of
+ * 100 + 30), with the stack's own drift passes and garbage collection off, so that only the handlers can converge
+ * it: after every round no acknowledged write is lost, no allocation is held by an owner that is gone (a consistent
+ * Scan of the table, not the index), no address is doubled (on two EIPs, twice for one owner, or twice on net1),
+ * and `npm run audit -- --kubeconfig FILE` (the stack found from the kubeconfig it wrote) exits 0 without a repair.
+ * It prints rounds × leaks as a table (docs/audit.md records the figures).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -36,12 +44,22 @@ interface Started {
   ready: Promise<{ dynamodb: string; table: string }>;
 }
 
-function start(data = dataDir): Started {
+function start(data = dataDir, extra: string[] = [], detached = false): Started {
   const child = spawn(
     process.execPath,
     // One process (tsx as a loader, not its CLI, which would run the stack in a child that SIGKILL misses).
-    ['--import', 'tsx', join(root, 'scripts/start.ts'), '--kubeconfig', kubeconfig, '--data-dir', data],
-    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+    [
+      '--import',
+      'tsx',
+      join(root, 'scripts/start.ts'),
+      '--kubeconfig',
+      kubeconfig,
+      '--data-dir',
+      data,
+      ...extra,
+    ],
+    // detached: its own process group, which the rounds below kill as a whole.
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], detached },
   );
   children.push(child);
   let out = '';
@@ -146,6 +164,65 @@ afterAll(() => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** SIGKILL to the child's whole process group (it was started detached, as its group's leader). */
+async function killGroup(child: ChildProcess): Promise<void> {
+  const exited = new Promise((r) => child.once('exit', r));
+  process.kill(-child.pid!, 'SIGKILL');
+  await exited;
+}
+
+/** `npm run audit` against the stack found from the kubeconfig it wrote (stack.json beside it). */
+function auditCli(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(root, 'scripts/audit.ts'), '--kubeconfig', kubeconfig],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'error' } },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr!.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/**
+ * What a converged stack must not have: an allocation whose owner is gone, an address on two EIPs or held twice by
+ * one owner, an address twice on net1 or on net1 with no EIP, an EIP Ready without its address on net1.
+ */
+function problemsOf(
+  live: { metadata: { name: string; uid: string }; status?: { ready?: boolean; ip?: string } }[],
+  items: Record<string, { S?: string; N?: string }>[],
+  onGateway: string,
+  ownAddresses: ReadonlySet<string>,
+): { leaks: string[]; duplicates: string[] } {
+  const uids = new Set(live.map((e) => e.metadata.uid));
+  const held = items.filter((i) => i.ownerUid?.S && i.address?.S && !i.ownerUid.S.startsWith('pod:'));
+  const leaks = held
+    .filter((i) => !uids.has(i.ownerUid!.S!))
+    .map((i) => `${i.address!.S} (${i.ownerUid!.S})`);
+  const duplicates: string[] = [];
+  const count = <T>(xs: T[]) => xs.reduce((m, x) => m.set(x, (m.get(x) ?? 0) + 1), new Map<T, number>());
+  for (const [ip, n] of count(live.map((e) => e.status?.ip).filter((x): x is string => !!x)))
+    if (n > 1) duplicates.push(`${ip} is the status.ip of ${n} EIPs`);
+  for (const [uid, n] of count(held.map((i) => i.ownerUid!.S!)))
+    if (n > 1) duplicates.push(`${uid} holds ${n} addresses`);
+  const net1 = [...onGateway.matchAll(/inet (\d+\.\d+\.\d+\.\d+)\//g)].map((m) => m[1]!);
+  for (const [ip, n] of count(net1)) if (n > 1) duplicates.push(`${ip} is on net1 ${n} times`);
+  const shown = new Set(live.map((e) => e.status?.ip));
+  for (const ip of net1)
+    if (!shown.has(ip) && !ownAddresses.has(ip)) duplicates.push(`${ip} is on net1 with no EIP`);
+  for (const e of live)
+    if (e.status?.ready && !net1.includes(e.status.ip ?? ''))
+      duplicates.push(`${e.metadata.name} is Ready but ${e.status.ip} is not on net1`);
+  return { leaks, duplicates };
+}
 
 describe('npm start killed with SIGKILL mid-burst', () => {
   it(`converges after a restart with the same --data-dir (${CREATES} creates, ${DELETES} deletes)`, async () => {
@@ -253,4 +330,157 @@ describe('npm start killed with SIGKILL mid-burst', () => {
     s2.child.kill('SIGINT');
     await new Promise((r) => s2.child.once('exit', r));
   }, 600_000);
+});
+
+const ROUNDS = LONG ? 8 : 2;
+const ROUND_CREATES = LONG ? 100 : 20;
+const ROUND_DELETES = LONG ? 30 : 5;
+
+if (!LONG)
+  console.log(
+    `[stack-kill] rounds: ${ROUNDS} × (${ROUND_CREATES} creates + ${ROUND_DELETES} deletes of existing EIPs) (EIP_LONG=1 runs 8 × (100 + 30))`,
+  );
+
+interface Listed {
+  metadata: { name: string; uid: string; deletionTimestamp?: string };
+  status?: { ready?: boolean; ip?: string };
+}
+
+describe('npm start killed with SIGKILL, round after round, during creates and deletes of existing EIPs', () => {
+  it(`${ROUNDS} rounds of ${ROUND_CREATES} creates + ${ROUND_DELETES} deletes: 0 leaks, 0 duplicates, audit clean without a repair`, async () => {
+    const data = join(dir, 'data-rounds');
+    // The stack's own maintenance off: only the handlers converge it, so whatever they leave is seen.
+    const flags = ['--drift-period', '0', '--gc-period', '0', '--no-dashboard'];
+    let stack = start(data, flags, true);
+    await stack.ready;
+    let { co, core } = clients();
+    const list = async () => ((await co.listClusterCustomObject(EIPS)) as { items: Listed[] }).items;
+    const rows: Record<string, string | number>[] = [];
+    // The existing EIPs the first round deletes.
+    let existing = Array.from({ length: ROUND_DELETES }, (_, i) => `base-${i}`);
+    await createEips(co, existing, 10);
+    await eventuallyValue(
+      async () => {
+        const now = await list();
+        return existing.every((n) => now.some((e) => e.metadata.name === n && e.status?.ready));
+      },
+      { ...polling, what: 'the first existing EIPs Ready', timeoutMs: 180_000 },
+    );
+
+    for (let round = 1; round <= ROUNDS; round++) {
+      const names = Array.from({ length: ROUND_CREATES }, (_, i) => `r${round}-${i}`);
+      const acknowledged = { created: new Set<string>(), deleted: new Set<string>() };
+      const t0 = Date.now();
+      // Creates (10 at a time) and the deletes of existing EIPs, all at once; killed once a third is Ready.
+      const creating = (async () => {
+        for (let i = 0; i < names.length; i += 10)
+          await Promise.all(
+            names.slice(i, i + 10).map((name) =>
+              co
+                .createClusterCustomObject({
+                  ...EIPS,
+                  body: {
+                    apiVersion: 'kubeovn.io/v1',
+                    kind: 'IptablesEIP',
+                    metadata: { name },
+                    spec: { natGwDp: 'gw1' },
+                  },
+                })
+                .then(() => acknowledged.created.add(name))
+                .catch(() => undefined),
+            ),
+          );
+      })();
+      const deleting = Promise.all(
+        existing.map((name) =>
+          co
+            .deleteClusterCustomObject({ ...EIPS, name })
+            .then(() => acknowledged.deleted.add(name))
+            .catch(() => undefined),
+        ),
+      );
+      await eventuallyValue(
+        async () =>
+          (await list()).filter((e) => names.includes(e.metadata.name) && e.status?.ready).length >=
+          Math.ceil(ROUND_CREATES / 3),
+        { ...polling, what: `round ${round}: a third of the creates Ready`, timeoutMs: 180_000 },
+      );
+      const before = await list();
+      await killGroup(stack.child);
+      await Promise.all([creating, deleting]);
+      const killedAt = (Date.now() - t0) / 1000;
+
+      stack = start(data, flags, true);
+      const { dynamodb, table } = await stack.ready;
+      const restarted = Date.now();
+      ({ co, core } = clients());
+      // What the API never acknowledged may or may not have happened: the deletes are asked again.
+      await Promise.all(
+        existing.map((name) => co.deleteClusterCustomObject({ ...EIPS, name }).catch(() => undefined)),
+      );
+      const created = (await list())
+        .filter((e) => names.includes(e.metadata.name))
+        .map((e) => e.metadata.name);
+      // No acknowledged create lost.
+      for (const n of acknowledged.created)
+        expect(created, `round ${round}: ${n} was acknowledged`).toContain(n);
+      const kept = ['demo-eip', ...created];
+      const items = await eventuallyValue(
+        async () => {
+          const now = await list();
+          if (existing.some((n) => now.some((e) => e.metadata.name === n))) return undefined;
+          if (!kept.every((n) => now.some((e) => e.metadata.name === n && e.status?.ready))) return undefined;
+          const all = await tableItems(dynamodb, table);
+          if (all.some((i) => i.pk?.S?.startsWith('LEASE#'))) return undefined;
+          return all;
+        },
+        { ...polling, what: `round ${round}: convergence`, timeoutMs: LONG ? 600_000 : 300_000 },
+      );
+      const converged = (Date.now() - restarted) / 1000;
+      const live = await list();
+      // The gateway pod's own external address (its `…kubernetes.io/ip_address` annotations) is on net1 too.
+      const pods = await core.listNamespacedPod({ namespace: 'kube-system' });
+      const own = new Set(
+        pods.items.flatMap((p) =>
+          Object.entries(p.metadata?.annotations ?? {})
+            .filter(([k]) => k.endsWith('.kubernetes.io/ip_address'))
+            .flatMap(([, v]) => v.split(',').map((x) => x.trim())),
+        ),
+      );
+      const { kc } = clients();
+      const { leaks, duplicates } = problemsOf(live, items, await net1(kc), own);
+      const audit = await auditCli();
+      rows.push({
+        round,
+        'killed after s': killedAt.toFixed(1),
+        'Ready at kill': before.filter((e) => e.status?.ready).length,
+        'converged after s': converged.toFixed(1),
+        leaks: leaks.length,
+        duplicates: duplicates.length,
+        'audit exit': audit.code ?? -1,
+      });
+      expect(leaks, `round ${round}`).toEqual([]);
+      expect(
+        duplicates.filter((d) => !d.endsWith('with no EIP')),
+        `round ${round}`,
+      ).toEqual([]);
+      expect(audit.code, `round ${round}: ${audit.stdout}${audit.stderr}`).toBe(0);
+
+      // The next round deletes some of these; the rest go now (cleanly), so the pool never runs out.
+      existing = created.slice(0, ROUND_DELETES);
+      const rest = created.slice(ROUND_DELETES);
+      await Promise.all(
+        rest.map((name) => co.deleteClusterCustomObject({ ...EIPS, name }).catch(() => undefined)),
+      );
+      await eventuallyValue(
+        async () => {
+          const now = await list();
+          return !rest.some((n) => now.some((e) => e.metadata.name === n));
+        },
+        { ...polling, what: `round ${round}: clean-up`, timeoutMs: 300_000 },
+      );
+    }
+    console.table(rows);
+    await killGroup(stack.child);
+  }, 3_600_000);
 });
