@@ -46,6 +46,8 @@ const REPAIR_TEXT: Record<string, string> = {
     'repair: removed from the gateway (eip-del and QoS deletions) once older than the grace period',
   release: 'repair: released by the garbage collector once it confirms the owner is gone',
   'delete-lease': 'repair: the expired lease item is deleted',
+  'strip-qos':
+    "repair: the filters put on by hand are deleted (eip-<direction>-qos-del), under the EIP's lease",
 };
 
 function usage(message: string): never {

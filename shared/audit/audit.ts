@@ -20,6 +20,7 @@ import type { Allocation, Deps, Pool } from '../ports.js';
 import { type GatewayInspector, type GatewayState, inspectGateway } from './inspect.js';
 import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift, gatewayOfPod } from './model.js';
 import type { AddressRecord, AuditStore } from './ports.js';
+import { repairFilters } from './strip.js';
 
 export interface AuditDeps extends Deps {
   inspector: GatewayInspector;
@@ -220,6 +221,12 @@ export async function repairDrift(
   for (const [name, repair] of eipRepairs(report)) await repairEip(deps, name, repair, { dry, note });
   await repairLeaks(deps, report, { dry, note });
   await repairLeases(deps, report, { dry, note });
+  // tc filters put on by hand.
+  await repairFilters(deps, report.drift, {
+    dry,
+    note,
+    invocation: (n, u) => invocation(deps, n, u, 'manual'),
+  });
   // Orphans: removed only once known to be older than the grace period.
   await repairOrphans(deps, report, { dry, grace, note });
   return actions;

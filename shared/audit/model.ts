@@ -51,9 +51,18 @@ export const MEANING: Record<DriftKind, string> = {
  * - `remove-orphan`: eip-del and the QoS deletions for the address, only after the grace period;
  * - `release`: the garbage collector (shared/core/gc.ts) judges and releases the allocation;
  * - `delete-lease`: the expired lease item is deleted, only if it is still the one that was read;
+ * - `strip-qos`: tc filters put on by hand — for an address whose policy has none in that direction, or held by
+ *   nobody — are deleted (eip-<direction>-qos-del), under the EIP's lease and only while it still has that policy;
  * - undefined: reported only.
  */
-export type RepairKind = 'redo' | 'resync' | 'restore-status' | 'remove-orphan' | 'release' | 'delete-lease';
+export type RepairKind =
+  | 'redo'
+  | 'resync'
+  | 'restore-status'
+  | 'remove-orphan'
+  | 'release'
+  | 'delete-lease'
+  | 'strip-qos';
 
 export interface Drift {
   kind: DriftKind;
@@ -71,6 +80,9 @@ export interface Drift {
   allocated?: string;
   /** For stale-lease: the lease as read. */
   lease?: Lease;
+  /** For strip-qos: the directions to delete, and the policy the address had applied when judged ('' none). */
+  directions?: ('ingress' | 'egress')[];
+  policy?: string;
 }
 
 /** An allocation as the audit reads it: with the time it was claimed, when the table says. */
@@ -376,6 +388,9 @@ function strayFilters({ s, claims, where, own }: Judged): Drift[] {
         message: `gateway ${g.gateway} has tc filters for ${f.ip}, which is neither allocated nor on net1`,
         gateway: g.gateway,
         address: f.ip,
+        repair: 'strip-qos',
+        directions: directionsOf(g.filters.filter((x) => x.ip === f.ip)),
+        policy: '',
       });
     }
   }
@@ -449,6 +464,9 @@ function qosDrift(
             kind: 'qos-drift',
             message: `EIP ${name} has no QoS policy, but gateway ${gw} polices ${ip} (${mineF.map((f) => f.direction).join(', ')})`,
             ...base,
+            repair: 'strip-qos',
+            directions: directionsOf(mineF),
+            policy: '',
           },
         ]
       : [];
@@ -498,6 +516,9 @@ function directionDrift(
             kind: 'qos-drift',
             message: `EIP ${name}: gateway ${gw} polices ${direction} traffic of ${ip} but policy ${policyName} has no ${direction} rule`,
             ...base,
+            repair: 'strip-qos',
+            directions: [direction],
+            policy: policyName,
           },
         ]
       : [];
@@ -514,6 +535,10 @@ function directionDrift(
       repair: 'redo',
     },
   ];
+}
+
+function directionsOf(filters: readonly QosFilter[]): ('ingress' | 'egress')[] {
+  return (['ingress', 'egress'] as const).filter((d) => filters.some((f) => f.direction === d));
 }
 
 function canon(ip: string): string {

@@ -323,11 +323,20 @@ describe('drift model', () => {
     ]);
     const unbound = world();
     unbound.gateways[0]!.filters.push({ direction: 'ingress', ip: '172.18.0.11', prio: 3, rateBps: 1e6 });
-    expect(findDrift(unbound).map((x) => [x.kind, x.eip, x.repair])).toEqual([['qos-drift', 'a', undefined]]);
+    // A filter put on by hand: stripped (only while the EIP still has no policy).
+    expect(findDrift(unbound).map((x) => [x.kind, x.eip, x.repair, x.directions, x.policy])).toEqual([
+      ['qos-drift', 'a', 'strip-qos', ['ingress'], ''],
+    ]);
     const nobody = world();
     nobody.gateways[0]!.filters.push({ direction: 'egress', ip: '172.18.0.77', prio: 3 });
     expect(findDrift(nobody)).toEqual([
-      expect.objectContaining({ kind: 'qos-drift', gateway: 'gw1', address: '172.18.0.77' }),
+      expect.objectContaining({
+        kind: 'qos-drift',
+        gateway: 'gw1',
+        address: '172.18.0.77',
+        repair: 'strip-qos',
+        directions: ['egress'],
+      }),
     ]);
   });
 

@@ -106,6 +106,7 @@ describe('drift repaired by the next pass', () => {
       ['unpoliced', { qosPolicy: 'q' }],
       ['relabelled', {}],
       ['restated', {}],
+      ['policed', {}],
     ] as const) {
       w.eip(n, spec);
       expect(await w.run('add', n, 'added')).toMatchObject({ status: 'applied' });
@@ -121,12 +122,14 @@ describe('drift repaired by the next pass', () => {
     });
     await w.cluster.patchEipStatus('restated', { ip: '172.18.0.123' });
     exec(w, 'ip', 'addr', 'add', '172.18.0.99/24', 'dev', 'net1');
+    exec(w, 'bash', '/kube-ovn/nat-gateway.sh', 'eip-egress-qos-add', `${ip('policed')},1,5,5`);
 
     const first = await repairDrift(deps, await runAudit(deps));
     expect(first.map((a) => [a.kind, a.target.split(' ')[0], a.result]).sort()).toEqual([
       ['label-mismatch', 'relabelled', 'done'],
       ['missing-address', 'gone', 'done'],
       ['orphan-address', '172.18.0.99/24', 'waiting'],
+      ['qos-drift', ip('policed'), 'done'],
       ['qos-drift', 'unpoliced', 'done'],
       ['status-mismatch', 'restated', 'done'],
     ]);
@@ -134,6 +137,7 @@ describe('drift repaired by the next pass', () => {
     expect(w.tc().some((f) => f.ip === ip('unpoliced') && f.direction === 'ingress')).toBe(true);
     expect(w.get('relabelled')!.metadata.labels?.[Label.natGwName]).toBe('gw1');
     expect(w.get('restated')!.status?.ip).not.toBe('172.18.0.123');
+    expect(w.tc().filter((f) => f.ip === ip('policed'))).toEqual([]);
 
     // A pass 10 s later: too soon; the next one, 30 s after the first sighting, removes it.
     w.clock.advance(10_000);
