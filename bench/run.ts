@@ -30,6 +30,7 @@ const suites: Record<string, () => Promise<Suite>> = {
   e2e: async () => (await import('./e2e.js')).suite,
   cost: async () => (await import('./cost.js')).suite,
   memory: async () => (await import('./memory.js')).suite,
+  gc: async () => (await import('./gc.js')).suite,
 };
 
 async function main(argv: readonly string[]): Promise<number> {
