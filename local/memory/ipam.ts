@@ -121,23 +121,26 @@ export class MemoryIpam implements Ipam {
     const found = new Map<string, Allocation>();
     for (const [k, a] of this.allocations)
       if (a.owner.uid === ownerUid && this.indexShows(k)) found.set(k, a);
-    for (const r of where) {
-      for (const address of r.addresses) {
-        const k = keyOf(r.subnet, canonicalAddressOrSelf(address));
-        const a = this.allocations.get(k);
-        if (a?.owner.uid === ownerUid) found.set(k, a);
-      }
-      for (const pool of r.pools ?? [])
-        for (const [k, a] of this.allocations)
-          if (
-            a.owner.uid === ownerUid &&
-            a.subnet === pool.subnet &&
-            a.family === pool.family &&
-            this.byAny.has(k)
-          )
-            found.set(k, a);
-    }
+    for (const r of where) for (const [k, a] of this.recordedAt(ownerUid, r)) found.set(k, a);
     return [...found.values()].sort((a, b) => (a.subnet + a.family < b.subnet + b.family ? -1 : 1));
+  }
+
+  /**
+   * What a record's places hold for the owner, read as the DynamoDB adapter reads them: each address it names, and
+   * the owner's claims from its pools (claimAny's, which a home block Query finds).
+   */
+  private recordedAt(ownerUid: string, r: OwnerRecord): [string, Allocation][] {
+    const out: [string, Allocation][] = [];
+    for (const address of r.addresses) {
+      const k = keyOf(r.subnet, canonicalAddressOrSelf(address));
+      const a = this.allocations.get(k);
+      if (a?.owner.uid === ownerUid) out.push([k, a]);
+    }
+    const inPool = (a: Allocation, pool: Pool) => a.subnet === pool.subnet && a.family === pool.family;
+    for (const pool of r.pools ?? [])
+      for (const [k, a] of this.allocations)
+        if (a.owner.uid === ownerUid && inPool(a, pool) && this.byAny.has(k)) out.push([k, a]);
+    return out;
   }
 
   /** Whether the owner index shows the allocation at key `k` now. */

@@ -13,7 +13,12 @@ import { jsonLogger } from '../observability/log.js';
 import { EmfMetrics, TallyMetrics } from '../observability/metrics.js';
 import type { Deps, Logger, Metrics } from '../ports.js';
 import { cachedEksToken } from './aws/eks-token.js';
-import { createDynamoHolds, createDynamoIpam, createDynamoLeases, DYNAMO_MAX_ATTEMPTS } from './dynamo/index.js';
+import {
+  createDynamoHolds,
+  createDynamoIpam,
+  createDynamoLeases,
+  DYNAMO_MAX_ATTEMPTS,
+} from './dynamo/index.js';
 import { createK8sCluster, createK8sGateway, createK8sInspector } from './k8s/index.js';
 import type { KubeEndpoint, KubeSource } from './k8s/rest.js';
 

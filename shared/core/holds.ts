@@ -23,32 +23,10 @@ export async function collectHolds(
   options: { dryRun?: boolean } = {},
 ): Promise<HoldReport> {
   const report: HoldReport = { released: [], recorded: [], contested: [] };
-  const holds = await deps.holds.listHolds();
-  const held = new Map(holds.map((h) => [h.policy, h.holder]));
-  for (const { policy, holder } of holds) {
-    if (!(await holdIsStale(deps, policy, holder))) continue;
-    const live = eips.some((e) => e.metadata.uid === holder.uid);
-    const why = live ? 'its holder neither asks for the policy nor has it applied' : 'its holder is gone';
-    if (!options.dryRun && !(await deps.holds.release(policy, holder.uid))) continue;
-    report.released.push({ policy, holder, why });
-    held.delete(policy);
-  }
-
+  const held = await releaseStale(deps, eips, report, !!options.dryRun);
   // Applied, unshared, and held by nobody: the EIP that has it applied holds it.
-  const users = new Map<string, IptablesEip[]>();
-  for (const e of eips) {
-    const p = e.status?.qosPolicy;
-    if (p && !e.metadata.deletionTimestamp && !held.has(p)) users.set(p, [...(users.get(p) ?? []), e]);
-  }
-  for (const [policy, list] of users) {
-    const found = await deps.cluster.getQosPolicy(policy);
-    let shared = true;
-    try {
-      shared = found ? validateQos(found).shared : true;
-    } catch {
-      shared = true; // invalid: the handlers report it on each EIP
-    }
-    if (shared) continue;
+  for (const [policy, list] of appliedUnheld(eips, held)) {
+    if (await isShared(deps, policy)) continue;
     if (list.length > 1) {
       report.contested.push({ policy, eips: list.map((e) => e.metadata.name).sort() });
       continue;
@@ -66,4 +44,44 @@ export async function collectHolds(
       dryRun: !!options.dryRun,
     });
   return report;
+}
+
+/** Lets go of the holds whose holder is gone or no longer wants the policy; returns the policies still held. */
+async function releaseStale(
+  deps: Pick<Deps, 'cluster' | 'ipam' | 'holds'>,
+  eips: readonly IptablesEip[],
+  report: HoldReport,
+  dryRun: boolean,
+): Promise<Set<string>> {
+  const holds = await deps.holds.listHolds();
+  const held = new Set(holds.map((h) => h.policy));
+  for (const { policy, holder } of holds) {
+    if (!(await holdIsStale(deps, policy, holder))) continue;
+    const live = eips.some((e) => e.metadata.uid === holder.uid);
+    const why = live ? 'its holder neither asks for the policy nor has it applied' : 'its holder is gone';
+    if (!dryRun && !(await deps.holds.release(policy, holder.uid))) continue;
+    report.released.push({ policy, holder, why });
+    held.delete(policy);
+  }
+  return held;
+}
+
+/** The live EIPs by the policy they have applied, for policies nobody holds. */
+function appliedUnheld(eips: readonly IptablesEip[], held: ReadonlySet<string>): Map<string, IptablesEip[]> {
+  const users = new Map<string, IptablesEip[]>();
+  for (const e of eips) {
+    const p = e.status?.qosPolicy;
+    if (p && !e.metadata.deletionTimestamp && !held.has(p)) users.set(p, [...(users.get(p) ?? []), e]);
+  }
+  return users;
+}
+
+/** Whether a policy is shared; a missing or invalid one counts as shared (the handlers report it on each EIP). */
+async function isShared(deps: Pick<Deps, 'cluster'>, policy: string): Promise<boolean> {
+  const found = await deps.cluster.getQosPolicy(policy);
+  try {
+    return found ? validateQos(found).shared : true;
+  } catch {
+    return true;
+  }
 }

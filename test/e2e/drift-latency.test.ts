@@ -14,12 +14,12 @@ import { join } from 'node:path';
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubectl } from '../../local/kube-api/testing.js';
+import { memoryLogger } from '../../local/memory/logger.js';
 import type { NatGatewaySim } from '../../local/natgw/sim.js';
 import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import { DEFAULT_ORPHAN_GRACE_MS } from '../../shared/audit/audit.js';
 import { DEFAULT_DRIFT_PERIOD_MS } from '../../shared/audit/schedule.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { memoryLogger } from '../../shared/observability/log.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
@@ -117,7 +117,7 @@ describe.skipIf(skip)('drift and hand edits repaired by the local stack on its d
       });
       return 'lat-own';
     })();
-    const [addr, unpoliced, policed, label, status, qosStatus, holder] = await Promise.all([
+    const [addr, unpoliced, policed, , status, qosStatus, holder] = await Promise.all([
       eip('lat-addr'),
       eip('lat-unpoliced', { qosPolicy: 'qos-demo' }),
       eip('lat-policed'),

@@ -207,21 +207,43 @@ function problemsOf(
   const leaks = held
     .filter((i) => !uids.has(i.ownerUid!.S!))
     .map((i) => `${i.address!.S} (${i.ownerUid!.S})`);
-  const duplicates: string[] = [];
-  const count = <T>(xs: T[]) => xs.reduce((m, x) => m.set(x, (m.get(x) ?? 0) + 1), new Map<T, number>());
-  for (const [ip, n] of count(live.map((e) => e.status?.ip).filter((x): x is string => !!x)))
-    if (n > 1) duplicates.push(`${ip} is the status.ip of ${n} EIPs`);
-  for (const [uid, n] of count(held.map((i) => i.ownerUid!.S!)))
-    if (n > 1) duplicates.push(`${uid} holds ${n} addresses`);
   const net1 = [...onGateway.matchAll(/inet (\d+\.\d+\.\d+\.\d+)\//g)].map((m) => m[1]!);
-  for (const [ip, n] of count(net1)) if (n > 1) duplicates.push(`${ip} is on net1 ${n} times`);
-  const shown = new Set(live.map((e) => e.status?.ip));
-  for (const ip of net1)
-    if (!shown.has(ip) && !ownAddresses.has(ip)) duplicates.push(`${ip} is on net1 with no EIP`);
-  for (const e of live)
-    if (e.status?.ready && !net1.includes(e.status.ip ?? ''))
-      duplicates.push(`${e.metadata.name} is Ready but ${e.status.ip} is not on net1`);
+  const duplicates = [
+    ...twice(
+      live.map((e) => e.status?.ip).filter((x): x is string => !!x),
+      (ip, n) => `${ip} is the status.ip of ${n} EIPs`,
+    ),
+    ...twice(
+      held.map((i) => i.ownerUid!.S!),
+      (uid, n) => `${uid} holds ${n} addresses`,
+    ),
+    ...twice(net1, (ip, n) => `${ip} is on net1 ${n} times`),
+    ...gatewayMismatches(live, net1, ownAddresses),
+  ];
   return { leaks, duplicates };
+}
+
+/** One line for each value that occurs more than once. */
+function twice(xs: readonly string[], say: (x: string, n: number) => string): string[] {
+  const count = xs.reduce((m, x) => m.set(x, (m.get(x) ?? 0) + 1), new Map<string, number>());
+  return [...count].filter(([, n]) => n > 1).map(([x, n]) => say(x, n));
+}
+
+/** An address on net1 that no EIP shows (nor a gateway pod owns), and an EIP Ready without its address on net1. */
+function gatewayMismatches(
+  live: { metadata: { name: string }; status?: { ready?: boolean; ip?: string } }[],
+  net1: readonly string[],
+  ownAddresses: ReadonlySet<string>,
+): string[] {
+  const shown = new Set(live.map((e) => e.status?.ip));
+  return [
+    ...net1
+      .filter((ip) => !shown.has(ip) && !ownAddresses.has(ip))
+      .map((ip) => `${ip} is on net1 with no EIP`),
+    ...live
+      .filter((e) => e.status?.ready && !net1.includes(e.status.ip ?? ''))
+      .map((e) => `${e.metadata.name} is Ready but ${e.status!.ip} is not on net1`),
+  ];
 }
 
 describe('npm start killed with SIGKILL mid-burst', () => {

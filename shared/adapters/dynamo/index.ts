@@ -15,7 +15,6 @@ import { DynamoIpam, type IpamTuning } from './ipam.js';
 import { DynamoLeases } from './leases.js';
 import { Store } from './store.js';
 
-export { HOLD_PK } from './holds.js';
 export type { IpamTuning } from './ipam.js';
 export { DynamoIpam } from './ipam.js';
 export { DYNAMO_MAX_ATTEMPTS } from './store.js';

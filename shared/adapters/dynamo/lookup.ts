@@ -25,13 +25,9 @@ export class OwnerLookup {
     if (!ownerUid) return [];
     // Every key to read: the index's hits, and each address the records name in their subnet.
     const keys = new Map<string, { pk: string; sk: string }>();
-    const add = (pk: string, sk: string) => keys.set(`${pk}|${sk}`, { pk, sk });
-    for await (const it of this.byOwner(ownerUid)) if (it.pk?.S && it.sk?.S) add(it.pk.S, it.sk.S);
-    for (const r of where)
-      for (const text of r.addresses) {
-        const a = parseAddress(text);
-        if (a) add(poolPk(r.subnet, a.family), addressSk(a.family, a.value));
-      }
+    for await (const it of this.byOwner(ownerUid))
+      if (it.pk?.S && it.sk?.S) keys.set(`${it.pk.S}|${it.sk.S}`, { pk: it.pk.S, sk: it.sk.S });
+    for (const k of namedKeys(where)) keys.set(`${k.pk}|${k.sk}`, k);
     const found = new Map<string, Allocation>();
     await Promise.all(
       [...keys].map(async ([k, { pk, sk }]) => {
@@ -39,15 +35,18 @@ export class OwnerLookup {
         if (it?.ownerUid?.S === ownerUid && it.address?.S) found.set(k, toAllocation(it));
       }),
     );
-    // A pool with nothing found yet: its home block, where a claim not yet named on the EIP is.
-    for (const r of where)
-      for (const pool of r.pools ?? []) {
-        const has = [...found.values()].some((a) => a.subnet === pool.subnet && a.family === pool.family);
-        if (has) continue;
-        const a = await this.atHome(ownerUid, pool, r.home);
-        if (a) found.set(`${poolPk(a.subnet, a.family)}|${a.address}`, a);
-      }
+    for (const r of where) await this.fromHomes(ownerUid, r, found);
     return [...found.values()].sort(byPool);
+  }
+
+  /** A pool of the record's with nothing found yet: its home block, where a claim not yet named on the EIP is. */
+  private async fromHomes(ownerUid: string, r: OwnerRecord, found: Map<string, Allocation>): Promise<void> {
+    for (const pool of r.pools ?? []) {
+      const has = [...found.values()].some((a) => a.subnet === pool.subnet && a.family === pool.family);
+      if (has) continue;
+      const a = await this.atHome(ownerUid, pool, r.home);
+      if (a) found.set(`${poolPk(a.subnet, a.family)}|${a.address}`, a);
+    }
   }
 
   /** The owner's claim in its home block of `pool` (or behind the pointer kept there), confirmed on the item. */
@@ -68,4 +67,14 @@ export class OwnerLookup {
       ExpressionAttributeValues: { ':uid': { S: ownerUid } },
     });
   }
+}
+
+/** The address items the records name: each address in its record's subnet. */
+function namedKeys(where: readonly OwnerRecord[]): { pk: string; sk: string }[] {
+  return where.flatMap((r) =>
+    r.addresses.flatMap((text) => {
+      const a = parseAddress(text);
+      return a ? [{ pk: poolPk(r.subnet, a.family), sk: addressSk(a.family, a.value) }] : [];
+    }),
+  );
 }

@@ -9,9 +9,6 @@ import type { Placement } from '../../ports.js';
 
 type Item = Record<string, AttributeValue>;
 
-/** The attribute names of a placement, for a REMOVE on release. */
-export const PLACEMENT_ATTRIBUTES = ['placedGateway', 'placedPrefix', 'placedQos'] as const;
-
 /** How `placedQos` stores a policy name ('' for none). */
 export function qosValue(qos: string): AttributeValue {
   return qos ? { S: qos } : { NULL: true };
