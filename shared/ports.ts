@@ -128,11 +128,6 @@ export interface Ipam {
    */
   findByOwner(ownerUid: string, where?: readonly OwnerRecord[]): Promise<Allocation[]>;
   /**
-   * Releases every allocation held by this owner uid that its index shows; returns what was released. The handlers
-   * release what findByOwner found instead, address by address (ADR 0085).
-   */
-  releaseByOwner(ownerUid: string): Promise<Allocation[]>;
-  /**
    * Releases one address only if `ownerUid` still holds it. Returns false (and changes nothing) when the
    * address is free or held by someone else, so a stale release can never free a re-claimed address.
    */

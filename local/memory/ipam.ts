@@ -179,12 +179,6 @@ export class MemoryIpam implements Ipam {
     return { scanned: all.length, orphans, released };
   }
 
-  async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
-    const mine = await this.findByOwner(ownerUid);
-    for (const a of mine) await this.release(a.subnet, a.address, ownerUid);
-    return mine;
-  }
-
   async release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
     const addr = canonicalAddress(address);
     const held = this.allocations.get(keyOf(subnet, addr));

@@ -229,20 +229,21 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
         await ipam.claimAddress(v4, '10.0.0.7', owner(2));
         // owner 1's delete handler runs again (a retry): it must not free owner 2's address
         expect(await ipam.release('ext', '10.0.0.7', 'uid-1')).toBe(false);
-        expect(await ipam.releaseByOwner('uid-1')).toEqual([]);
+        expect(await ipam.findByOwner('uid-1')).toEqual([]);
         expect((await ipam.findByOwner('uid-2')).map((a) => a.address)).toEqual(['10.0.0.7']);
       });
 
-      it('releases every allocation of an owner, in every family, and nobody else’s', async () => {
+      it('finds every allocation of an owner, in every family, and nobody else’s; releasing them frees them', async () => {
         const { ipam } = await fresh();
         const a4 = await ipam.claimAny(v4, owner(1));
         const a6 = await ipam.claimAny(v6, owner(1));
         const other = await ipam.claimAny(v4, owner(2));
-        const released = await ipam.releaseByOwner('uid-1');
-        expect(released.map((a) => a.address).sort()).toEqual([a4.address, a6.address].sort());
+        const mine = await ipam.findByOwner('uid-1');
+        expect(mine.map((a) => a.address).sort()).toEqual([a4.address, a6.address].sort());
+        for (const a of mine) expect(await ipam.release(a.subnet, a.address, 'uid-1')).toBe(true);
         expect(await ipam.findByOwner('uid-1')).toEqual([]);
         expect(await ipam.findByOwner('uid-2')).toEqual([other]);
-        expect(await ipam.releaseByOwner('uid-1')).toEqual([]);
+        for (const a of mine) expect(await ipam.release(a.subnet, a.address, 'uid-1')).toBe(false);
       });
 
       it('records where an address is configured, for its holder only, and forgets it on release', async () => {
@@ -294,7 +295,6 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
       it('finds nothing for an owner that never claimed', async () => {
         const { ipam } = await fresh();
         expect(await ipam.findByOwner('nobody')).toEqual([]);
-        expect(await ipam.releaseByOwner('nobody')).toEqual([]);
       });
     });
   });

@@ -137,7 +137,7 @@ describe('collectGarbage', () => {
           // deleted: sometimes cleanly, sometimes force-deleted (finalizer removed), leaving an orphan
           live.delete(uid);
           deleted.add(uid);
-          if (i % 2 === 0) await ipam.releaseByOwner(uid);
+          if (i % 2 === 0) await ipam.release(a.subnet, a.address, uid);
         }
       }
     };

@@ -50,7 +50,7 @@ describe('add', () => {
     const w = world();
     const pod = w.createPod(undefined, { [SUBNET]: '172.18.0.2' });
     w.eip('eip-b', { v4ip: '172.18.0.2' });
-    const ipamWrites = ['claimAddress', 'claimAny', 'release', 'releaseByOwner', 'place'] as const;
+    const ipamWrites = ['claimAddress', 'claimAny', 'release', 'place'] as const;
     const spies = ipamWrites.map((m) => vi.spyOn(w.ipam, m));
     expect(await w.run('add', 'eip-b')).toMatchObject({
       status: 'rejected',

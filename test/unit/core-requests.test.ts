@@ -213,15 +213,7 @@ describe('the placement is written with the claim', () => {
       const calls = count(w);
       expect(await w.run('add', name, 'added', { nat: '' })).toMatchObject({ status: 'applied' });
       // The methods of the Ipam and Leases ports (each one DynamoDB request or more on the real adapters).
-      const ports = [
-        'claimAddress',
-        'claimAny',
-        'findByOwner',
-        'releaseByOwner',
-        'release',
-        'place',
-        'acquire',
-      ];
+      const ports = ['claimAddress', 'claimAny', 'findByOwner', 'release', 'place', 'acquire'];
       const dynamo = Object.entries(calls).filter(
         ([k]) => /^(ipam|leases)\./.test(k) && ports.includes(k.split('.')[1]!),
       );

@@ -206,10 +206,6 @@ export class DynamoIpam implements Ipam {
     return this.lookup.held(ownerUid, where);
   }
 
-  releaseByOwner(ownerUid: string): Promise<Allocation[]> {
-    return this.releases.releaseByOwner(ownerUid);
-  }
-
   release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
     return this.releases.release(subnet, address, ownerUid);
   }

@@ -77,21 +77,6 @@ export class Releases {
     return confirmed.filter((a): a is Allocation => a !== undefined).sort(byPool);
   }
 
-  /**
-   * The owner index's hits, each released by one conditional UpdateItem (no confirming read first: the condition on
-   * the owner is the confirmation, and the item as it was before the release is what is returned).
-   */
-  async releaseByOwner(ownerUid: string): Promise<Allocation[]> {
-    if (!ownerUid) return [];
-    const released: Allocation[] = [];
-    for await (const it of this.byOwner(ownerUid)) {
-      if (!it.pk?.S || !it.sk?.S || !it.subnet?.S) continue;
-      const before = await this.releaseItem(it.pk.S, it.sk.S, ownerUid, undefined, it.subnet.S);
-      if (before) released.push(toAllocation(before));
-    }
-    return released.sort(byPool);
-  }
-
   async release(subnet: string, address: string, ownerUid: string): Promise<boolean> {
     const p = parseAddress(address);
     if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
