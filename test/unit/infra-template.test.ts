@@ -209,7 +209,9 @@ describe('docs/configuration.md', () => {
   const stackSets = [
     ...new Set([
       ...Object.keys(sls.provider.environment),
-      ...Object.values(sls.functions as Record<string, Json>).flatMap((f) => Object.keys(f.environment ?? {})),
+      ...Object.values(sls.functions as Record<string, Json>).flatMap((f) =>
+        Object.keys(f.environment ?? {}),
+      ),
     ]),
   ];
 
