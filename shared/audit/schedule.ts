@@ -1,14 +1,13 @@
 /**
- * How often the maintenance runs (ADR 0088): a drift pass — the audit's read-only inspection of every gateway (three
- * execs each), then the repair of what is safe — every `DRIFT_PERIOD_SECONDS` (30 by default, so drift is repaired
- * within a minute), and garbage collection every `GC_EVERY_MINUTES` (60). On AWS the gc function is invoked once a
- * minute by its schedule and runs 60 / period passes, `period` apart; the local stack runs the same periods on its
- * own timers. Pure; the periods are read and checked by loadConfig (shared/config/config.ts).
+ * How often the maintenance runs (ADR 0088): a drift pass — the audit's read-only inspection of every gateway (3
+ * execs on kube-ovn 1.12–1.14, 4 on 1.15, 7 or 8 on 1.16+: `inspectionExecs`), then the repair of what is safe —
+ * every `DRIFT_PERIOD_SECONDS` (30 by default, so drift is repaired within a minute), and garbage collection every
+ * `GC_EVERY_MINUTES` (60). On AWS the gc function is invoked once a minute by its schedule and runs 60 / period
+ * passes, `period` apart; the local stack runs the same periods on its own timers. Pure; the periods are read and
+ * checked by loadConfig (shared/config/config.ts).
  */
 import type { Config } from '../config/config.js';
-
-/** Execs one drift pass spends per gateway (addresses, ingress filters, egress filters: shared/audit/inspect.ts). */
-export const EXECS_PER_GATEWAY_PASS = 3;
+import { DIALECTS, inspectionExecs, RELEASE_LINES, type ReleaseLine } from '../domain/dialect/index.js';
 
 export const DEFAULT_DRIFT_PERIOD_MS = 30_000;
 
@@ -28,20 +27,25 @@ export function collectsAt(at: number, everyMinutes: number): boolean {
 }
 
 /**
- * What the schedule costs, per month of 730 hours: invocations of the gc function and drift passes, and the execs a
- * gateway takes from them.
+ * What the schedule costs, per month of 730 hours: invocations of the gc function, drift passes and collections,
+ * and the execs one gateway of each release line takes from the passes (at most: the nat table's nft view read
+ * too; shared/domain/dialect/inspect.ts `inspectionExecs`).
  */
 export function monthlyCost(s: MaintenanceSchedule): {
   invocations: number;
   passes: number;
-  execsPerGateway: number;
   collections: number;
+  execsPerGateway: Record<ReleaseLine, number>;
 } {
   const minutes = 730 * 60;
+  const passes = minutes * s.passesPerMinute;
+  const execsPerGateway = Object.fromEntries(
+    RELEASE_LINES.map((line) => [line, passes * inspectionExecs(DIALECTS[line]).max]),
+  ) as Record<ReleaseLine, number>;
   return {
     invocations: minutes,
-    passes: minutes * s.passesPerMinute,
-    execsPerGateway: minutes * s.passesPerMinute * EXECS_PER_GATEWAY_PASS,
+    passes,
     collections: Math.floor(minutes / s.gcEveryMinutes),
+    execsPerGateway,
   };
 }

@@ -1,12 +1,14 @@
 /**
  * The `strip-qos` repair (shared/audit/model.ts): tc filters put on a gateway by hand — in a direction the address's
  * policy has no rule for, for an EIP with no policy, or for an address nobody holds — are deleted with the script's
- * own eip-<direction>-qos-del. An EIP's filters are stripped under its lease and only while what it has applied
+ * own QoS deletion in the gateway's release dialect (eip-<direction>-qos-del; ADR 0090). An EIP's filters are stripped under its lease and only while what it has applied
  * (its allocation's record, else status.qosPolicy) is still what the audit judged; a holder-less address only while
  * the table still says nobody holds it.
  */
+import { chooseGatewayDialect } from '../core/dialect.js';
 import { heldBy } from '../core/held.js';
 import { type Invocation, withLease } from '../core/invocation.js';
+import { qosRemove } from '../domain/dialect/index.js';
 import { GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
 import type { Deps } from '../ports.js';
 import type { AuditDeps, RepairAction } from './audit.js';
@@ -42,7 +44,9 @@ async function stripQos(
   const strip = async (): Promise<Pick<RepairAction, 'result' | 'detail'>> => {
     const pod = (await deps.cluster.listGatewayPods()).find((p) => gatewayOfPod(p) === d.gateway);
     if (!pod) throw new GatewayNotReadyError(`gateway ${d.gateway} has no pod`);
-    for (const dir of d.directions ?? []) await deps.gateway.run(pod, `eip-${dir}-qos-del`, [d.address!]);
+    const { dialect } = await chooseGatewayDialect(deps, d.gateway!, pod, 'send');
+    for (const call of qosRemove(dialect, d.address!, d.directions ?? []))
+      await deps.gateway.run(pod, call.op, call.args);
     return { result: 'done', detail: `deleted the ${(d.directions ?? []).join(' and ')} filter(s)` };
   };
   if (!d.eip || !d.uid) {

@@ -90,6 +90,19 @@ export function isDialectInspectionArgv(argv: readonly string[]): boolean {
   );
 }
 
+/**
+ * The read-only execs one reading of a gateway of dialect `d` makes (shared/audit/inspect.ts): the env file on
+ * 1.15+, the addresses and QoS of the external interface, and on 1.16+ the nat table — its nft view only when the
+ * legacy one holds no kube-ovn chain, hence a range.
+ */
+export function inspectionExecs(d: Pick<Dialect, 'externalInterface' | 'qos' | 'hairpinSnat'>): {
+  min: number;
+  max: number;
+} {
+  const base = (d.externalInterface === 'env-file' ? 1 : 0) + Object.keys(inspectionArgv(d, 'net1')).length;
+  return d.hairpinSnat ? { min: base + 1, max: base + NAT_TABLE_ARGV.length } : { min: base, max: base };
+}
+
 /** One command's result as an inspector returns it (exit status 0), or its failure. */
 export interface ReadResult {
   exitCode: number | null | undefined;
