@@ -50,7 +50,7 @@ options:
                       with --gateway=netns: run kube-ovn 1.16+'s EIP QoS with a pfifo leaf qdisc instead of
                       fq_codel (a copy of the script with that one change), for kernels without fq_codel
   --drift-period DURATION
-                      how often every gateway is read (3 read-only execs each) and its drift repaired, as the
+                      how often every gateway is read (3 to 8 read-only execs each, by release) and its drift repaired, as the
                       gc function does on AWS (default: 30s; 0 turns it off; e.g. 10s, 2m)
   --gc-period DURATION
                       how often allocations of owners that are gone are released (default: 10m; 0 turns it off)
