@@ -5,7 +5,6 @@
  */
 
 import { chooseGatewayDialect } from '../core/dialect.js';
-import { collectGarbage, isGarbageCollector } from '../core/gc.js';
 import { type Invocation, withLease } from '../core/invocation.js';
 import { updateEip } from '../core/operations.js';
 import type { Outcome } from '../core/outcome.js';
@@ -16,8 +15,9 @@ import { eipDel, qosRemove } from '../domain/dialect/index.js';
 import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
 import { externalNetworkOf, type GatewayPod, type IptablesEip } from '../domain/kube-ovn.js';
 import type { Reason } from '../events.js';
-import type { Allocation, Deps, Pool } from '../ports.js';
+import type { Deps, Pool } from '../ports.js';
 import { type GatewayInspector, type GatewayState, inspectGateway } from './inspect.js';
+import { repairLeaks } from './leaks.js';
 import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift, gatewayOfPod } from './model.js';
 import type { AddressRecord, AuditStore } from './ports.js';
 import { repairFilters } from './strip.js';
@@ -308,34 +308,6 @@ async function eipRepairFailed(
   };
 }
 
-/** Leaked allocations: the garbage collector judges them again and releases what it agrees is gone. */
-async function repairLeaks(
-  deps: AuditDeps,
-  report: AuditReport,
-  o: { dry: boolean; note: Note },
-): Promise<void> {
-  const leaks = report.drift.filter((x) => x.repair === 'release');
-  if (leaks.length === 0) return;
-  if (!isGarbageCollector(deps.ipam)) {
-    const detail = 'this IPAM cannot collect garbage';
-    o.note({ kind: 'leaked-allocation', target: '(ipam)', action: 'release', result: 'skipped', detail });
-    return;
-  }
-  const gc = await collectGarbage(deps, deps.ipam, { dryRun: o.dry });
-  const released = new Set(gc.released.map((a) => `${a.subnet}|${a.address}`));
-  for (const d of leaks) {
-    const done = released.has(`${d.subnet}|${d.address}`);
-    const detail = o.dry || done ? undefined : await whyKept(deps, d, gc.orphans);
-    o.note({
-      kind: 'leaked-allocation',
-      target: `${d.address} (${d.subnet})`,
-      action: 'release through garbage collection',
-      result: o.dry ? 'planned' : done ? 'done' : 'skipped',
-      ...(detail && { detail }),
-    });
-  }
-}
-
 /** Stale leases: deleted only if still exactly as the audit read them. */
 async function repairLeases(
   deps: AuditDeps,
@@ -448,20 +420,6 @@ function invocation(deps: Deps, name: string, uid: string, reason: Reason): Invo
     deadline: now + 60_000,
     log: deps.log.child({ eip: name, audit: true }),
   };
-}
-
-/**
- * Why the collector did not release an allocation the audit calls leaked, read from the table as it is now (ADR
- * 0085): released meanwhile, claimed by someone else, its owner found again by the collector's second read, or not
- * judged at all (claimed within the collector's grace of its live list, or its owner in that list).
- */
-async function whyKept(deps: AuditDeps, d: Drift, orphans: readonly Allocation[]): Promise<string> {
-  const record = await deps.store.addressRecord(d.subnet!, d.address!);
-  if (record.state !== 'held') return `already released (${record.state}) when the collector came to it`;
-  if (record.ownerUid !== d.uid) return `claimed since by another owner (uid ${record.ownerUid})`;
-  if (orphans.some((a) => a.subnet === d.subnet && a.address === d.address))
-    return `the collector's second read found its owner (uid ${d.uid}) again, or the claim changed under it`;
-  return `not judged by the collector: claimed less than its grace (2 min) before the live set was read, or its owner (uid ${d.uid}) is in that set`;
 }
 
 /** Ready=false with a condition saying why; the core's next update treats it as a redo request. */

@@ -236,9 +236,7 @@ async function moveQos(
   const edited = inv.event.reason === 'qos-policy-changed' && s.want === s.have && s.want !== '';
   // The new policy is loaded and taken before the old one's filters go, so a policy that cannot be used leaves the
   // old limits in place.
-  const adding = s.want !== '' && (s.redo || s.want !== s.have || edited);
-  const qos = adding ? (loaded ?? (await loadQos(deps, s.want))) : undefined;
-  if (qos && !qos.shared) await claimPolicy(run, eip, qos);
+  const qos = await policyToAdd(run, eip, s, edited, loaded);
   const moving = s.have !== '' && (s.have !== s.want || edited);
   if (!moving && !qos) return;
   const d = await run.dialect(pod);
@@ -250,6 +248,21 @@ async function moveQos(
   if (!qos) return;
   result.applied = qos.name;
   if (qos.rules.length) run.did(`qos ${qos.name}`);
+}
+
+/** The policy to put on (on a redo, a change, or an edit of its rules), loaded and, when unshared, held by this EIP. */
+async function policyToAdd(
+  run: Run,
+  eip: IptablesEip,
+  s: QosChange,
+  edited: boolean,
+  loaded: LoadedQos | undefined,
+): Promise<LoadedQos | undefined> {
+  const adding = s.want !== '' && (s.redo || s.want !== s.have || edited);
+  if (!adding) return undefined;
+  const qos = loaded ?? (await loadQos(run.deps, s.want));
+  if (!qos.shared) await claimPolicy(run, eip, qos);
+  return qos;
 }
 
 /** Gives back this EIP's hold of `policy` (when it has one). */
