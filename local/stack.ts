@@ -15,13 +15,14 @@ import {
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
 import { buildDeps } from '../shared/adapters/live.js';
+import type { AuditDeps } from '../shared/audit/audit.js';
 import { auditDepsOf, collect, startDriftRepair } from '../shared/audit/live.js';
 import { DEFAULT_DRIFT_PERIOD_MS } from '../shared/audit/schedule.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
 import { BRIDGE_SERVICE } from '../shared/bridge/metrics.js';
 import { loadConfig } from '../shared/config/config.js';
 import { jsonLogger, type Level } from '../shared/observability/log.js';
-import type { Logger } from '../shared/ports.js';
+import type { Deps, Logger } from '../shared/ports.js';
 import { startStandIns } from './controllers/index.js';
 import { type KubeOvnEipMode, startKubeOvnEipModel } from './controllers/kube-ovn-eip.js';
 import { MetricRecorder } from './dashboard/recorder.js';
@@ -263,39 +264,9 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(() => bridge.drain(10_000));
     await bridge.ready();
-    // What the gc function does on AWS (ADR 0088): a drift pass over every gateway and its repair every 30 s, and
-    // garbage collection (the gateway pods' own addresses reserved) on a longer period; both once before `ready:`,
-    // collection first (ADR 0046). Its own timers (not startDriftRepair's) so the dashboard gets each pass's summary.
-    // The gc function's role is mapped to the handlers' group too (docs/deploy-eks.md).
     const auditDeps = auditDepsOf(config, deps, { kubeConfig: handlersConfig, dynamo: client });
-    const drift = startDriftRepair(auditDeps, 0, {
-      ...(options.orphanGraceMs !== undefined && { orphanGraceMs: options.orphanGraceMs }),
-    });
-    const driftMs = options.driftRepairMs ?? DEFAULT_DRIFT_PERIOD_MS;
-    const gcMs = options.gcMs ?? (driftMs > 0 ? (options.resyncMs ?? 600_000) : 0);
-    let lastDrift: DriftCheck | undefined;
-    const pass = async (): Promise<void> => {
-      const summary = await drift.runNow();
-      lastDrift = { at: new Date().toISOString(), ...(summary ?? { failed: true }) };
-    };
-    let collecting: Promise<void> | undefined;
-    const gc = (): Promise<void> =>
-      (collecting ??= collect(deps)
-        .then(() => undefined)
-        .catch((e: unknown) => log.warn('garbage collection failed', { error: String(e) }))
-        .finally(() => {
-          collecting = undefined;
-        }));
-    const driftTimer = driftMs > 0 ? setInterval(() => void pass(), driftMs) : undefined;
-    driftTimer?.unref();
-    const gcTimer = gcMs > 0 ? setInterval(() => void gc(), gcMs) : undefined;
-    gcTimer?.unref();
-    stops.push(async () => {
-      clearInterval(driftTimer);
-      clearInterval(gcTimer);
-      await drift.stop();
-      await collecting;
-    });
+    const maintenance = startMaintenance(deps, auditDeps, log, options);
+    stops.push(() => maintenance.stop());
     say(
       `bridge: watching kubeovn.io/v1 EIPs, NAT rules, QoS policies and gateway pods in ${NAMESPACE}${bridge.healthUrl ? `; health at ${bridge.healthUrl}` : ''}`,
     );
@@ -309,7 +280,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         tableName: TABLE_NAME,
         deadLetters: () => sink.deadLetters(),
         outcomes: () => outcomes.list(),
-        drift: () => lastDrift,
+        drift: () => maintenance.last(),
         port: options.dashboardPort,
         kubeOvnRelease: release,
       });
@@ -318,7 +289,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     }
 
     if (options.demo !== false) await seedDemo(kubeConfig, release, say);
-    if (gcMs > 0 || driftMs > 0) {
+    if (maintenance.on) {
       // The demo's gateway pod comes from the stand-in a moment after its VpcNatGateway: the first run waits for it
       // (5 s at most), so that it reserves the pod's own address as the gc function would.
       for (let t = Date.now(); options.demo !== false && Date.now() - t < 5_000; ) {
@@ -326,8 +297,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
           break;
         await new Promise((r) => setTimeout(r, 100));
       }
-      if (gcMs > 0) await gc();
-      if (driftMs > 0) await pass();
+      await maintenance.first();
     }
 
     await mkdir(dirname(stackFile), { recursive: true });
@@ -394,4 +364,54 @@ async function seedDemo(
       else throw e;
     }
   }
+}
+
+/**
+ * What the gc function does on AWS (ADR 0088): a drift pass over every gateway and its repair every
+ * `driftRepairMs` (30 s), and garbage collection (the gateway pods' own addresses reserved) every `gcMs` (the resync
+ * period, unless the passes are off), never two of a kind at once; `first` runs both once, collection first
+ * (ADR 0046). Its own timers (not startDriftRepair's) so the dashboard gets each pass's summary (`last`).
+ */
+function startMaintenance(
+  deps: Deps,
+  auditDeps: AuditDeps,
+  log: Logger,
+  options: Pick<LocalStackOptions, 'driftRepairMs' | 'gcMs' | 'resyncMs' | 'orphanGraceMs'>,
+): { on: boolean; first(): Promise<void>; last(): DriftCheck | undefined; stop(): Promise<void> } {
+  const driftMs = options.driftRepairMs ?? DEFAULT_DRIFT_PERIOD_MS;
+  const gcMs = options.gcMs ?? (driftMs > 0 ? (options.resyncMs ?? 600_000) : 0);
+  const drift = startDriftRepair(auditDeps, 0, {
+    ...(options.orphanGraceMs !== undefined && { orphanGraceMs: options.orphanGraceMs }),
+  });
+  let last: DriftCheck | undefined;
+  const pass = async (): Promise<void> => {
+    const summary = await drift.runNow();
+    last = { at: new Date().toISOString(), ...(summary ?? { failed: true }) };
+  };
+  let collecting: Promise<void> | undefined;
+  const gc = (): Promise<void> =>
+    (collecting ??= collect(deps)
+      .then(() => undefined)
+      .catch((e: unknown) => log.warn('garbage collection failed', { error: String(e) }))
+      .finally(() => {
+        collecting = undefined;
+      }));
+  const timers = [
+    driftMs > 0 ? setInterval(() => void pass(), driftMs) : undefined,
+    gcMs > 0 ? setInterval(() => void gc(), gcMs) : undefined,
+  ];
+  for (const t of timers) t?.unref();
+  return {
+    on: driftMs > 0 || gcMs > 0,
+    async first() {
+      if (gcMs > 0) await gc();
+      if (driftMs > 0) await pass();
+    },
+    last: () => last,
+    async stop() {
+      for (const t of timers) clearInterval(t);
+      await drift.stop();
+      await collecting;
+    },
+  };
 }

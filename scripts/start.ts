@@ -119,15 +119,8 @@ async function main(): Promise<void> {
     );
   const netnsGateway = gatewayOption(values, kubeOvnRelease);
   const level = levelFromEnv(typeof values['log-level'] === 'string' ? values['log-level'] : 'warn');
-  const period = (flag: 'drift-period' | 'gc-period'): number | undefined => {
-    const text = values[flag];
-    if (typeof text !== 'string') return undefined;
-    const ms = parseDuration(text);
-    if (ms === undefined) fail(`--${flag} must be a duration such as 30s or 10m, got "${text}"`);
-    return ms;
-  };
-  const driftRepairMs = period('drift-period');
-  const gcMs = period('gc-period');
+  const driftRepairMs = periodFlag(values, 'drift-period');
+  const gcMs = periodFlag(values, 'gc-period');
 
   const stack = await startLocalStack({
     port,
@@ -177,6 +170,15 @@ async function main(): Promise<void> {
 }
 
 /** The --gateway options: undefined for the simulator, the netns backend's options for --gateway=netns. */
+/** A duration flag in milliseconds (undefined when not given); a bad one fails with usage. */
+function periodFlag(values: Record<string, unknown>, flag: 'drift-period' | 'gc-period'): number | undefined {
+  const text = values[flag];
+  if (typeof text !== 'string') return undefined;
+  const ms = parseDuration(text);
+  if (ms === undefined) fail(`--${flag} must be a duration such as 30s or 10m, got "${text}"`);
+  return ms;
+}
+
 function gatewayOption(values: Record<string, string | boolean | undefined>, kubeOvnRelease: string) {
   const kind = values.gateway ?? 'sim';
   if (kind !== 'sim' && kind !== 'netns') fail(`--gateway must be sim or netns, got "${kind}"`);
