@@ -264,6 +264,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(() => bridge.drain(10_000));
     await bridge.ready();
+    // The drift passes and collection of the gc function (startMaintenance, below); its role is mapped to the
+    // handlers' group too (docs/deploy-eks.md).
     const auditDeps = auditDepsOf(config, deps, { kubeConfig: handlersConfig, dynamo: client });
     const maintenance = startMaintenance(deps, auditDeps, log, options);
     stops.push(() => maintenance.stop());
