@@ -5,12 +5,7 @@ import { parse } from 'yaml';
 import { BRIDGE_METRIC_NAMES } from '../../shared/bridge/metrics.js';
 import { loadConfig } from '../../shared/config/config.js';
 import { jsonLogger, levelFromEnv } from '../../shared/observability/log.js';
-import {
-  EmfMetrics,
-  METRIC_NAMES,
-  METRICS_NAMESPACE,
-  metricsNamespace,
-} from '../../shared/observability/metrics.js';
+import { EmfMetrics, METRIC_NAMES, metricsNamespace } from '../../shared/observability/metrics.js';
 
 const root = join(import.meta.dirname, '../..');
 
