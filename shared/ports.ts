@@ -222,6 +222,16 @@ export interface KubeEvent {
   message: string;
 }
 
+/**
+ * Which gateway's pods to find, and where: `namespace` is what the EIP or the VpcNatGateway names
+ * (gatewayNamespaceOf, shared/domain/gateway-pod.ts); without it, the adapter's own (kube-ovn's controller namespace,
+ * the deploy parameter). docs/adr/0105-ha-gateways.md.
+ */
+export interface GatewayRef {
+  name: string;
+  namespace?: string;
+}
+
 export interface Cluster {
   getEip(name: string): Promise<IptablesEip | undefined>;
   /** Every IptablesEIP (garbage collection's live set). */
@@ -239,6 +249,15 @@ export interface Cluster {
    * @throws GatewayNotReadyError when more than one pod matches
    */
   findGatewayPod(gw: string): Promise<GatewayPod | undefined>;
+  /**
+   * Every pod of the gateway, as kube-ovn finds them (getNatGwPods): labels `app=<prefix>-<gw>` and
+   * `ovn.kubernetes.io/vpc-nat-gw=true` in the gateway's namespace, the prefix from ConfigMap ovn-vpc-nat-config
+   * (`natGwNamePrefix`, in the adapter's namespace). One pod for a StatefulSet, `spec.replicas` for master's
+   * Deployment; pods that are not Running or are terminating included (`phase`, `terminating`), ordered by name.
+   * [] when there is none.
+   * @throws InvalidSpecError when `gw.namespace` is not a namespace name
+   */
+  findGatewayPods(gw: GatewayRef): Promise<GatewayPod[]>;
   /** Every NAT gateway pod in the namespace (label ovn.kubernetes.io/vpc-nat-gw=true), with its own addresses. */
   listGatewayPods(): Promise<GatewayPod[]>;
   /** Reads ovn-vpc-nat-gw-config / ovn-vpc-nat-config in the controller namespace. */

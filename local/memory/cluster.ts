@@ -5,8 +5,8 @@
  * Tests and the offline `npm run invoke` use it; the local Kubernetes API (local/kube-api) is the real thing.
  */
 import { randomUUID } from 'node:crypto';
-import { ConflictError, GatewayNotReadyError } from '../../shared/domain/errors.js';
-import { gatewayApp } from '../../shared/domain/gateway-pod.js';
+import { ConflictError, GatewayNotReadyError, InvalidSpecError } from '../../shared/domain/errors.js';
+import { gatewayApp, isNamespaceName, namePrefixOf } from '../../shared/domain/gateway-pod.js';
 import {
   API_VERSION,
   type GatewayPod,
@@ -24,6 +24,7 @@ import type {
   Cluster,
   EipObjectChange,
   EipStatusChange,
+  GatewayRef,
   KubeEvent,
   NatGwFeature,
   NatRuleRef,
@@ -221,6 +222,22 @@ export class MemoryCluster implements Cluster {
     const p = matches[0];
     if (!p) return undefined;
     return toPort(p);
+  }
+
+  async findGatewayPods(gw: GatewayRef): Promise<GatewayPod[]> {
+    const namespace = gw.namespace || this.namespace;
+    if (!isNamespaceName(namespace))
+      throw new InvalidSpecError(
+        `spec.namespace "${namespace}" of the gateway's pods is not a namespace name`,
+      );
+    const app = gatewayApp(gw.name, namePrefixOf(this.configMaps.get(NatGwConfigMap.image)));
+    return [...this.pods.values()]
+      .filter(
+        (p) =>
+          p.namespace === namespace && p.labels[Label.app] === app && p.labels[Label.vpcNatGw] === 'true',
+      )
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map(toPort);
   }
 
   async listGatewayPods(): Promise<GatewayPod[]> {

@@ -83,6 +83,7 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
       namespace: config.namespace,
       cacheTtlMs: config.readCacheMs,
       reportingInstance: config.service,
+      ...(config.kubeOvnRelease && { kubeOvnRelease: config.kubeOvnRelease }),
     }),
     gateway: createK8sGateway({ kubeConfig, timeoutMs: config.execTimeoutMs }),
     inspector: createK8sInspector({ kubeConfig, timeoutMs: config.execTimeoutMs }),

@@ -3,37 +3,102 @@
  * core and the Kubernetes adapter), the in-memory fakes and the local Kubernetes API, so that none of them can
  * drift from kube-ovn's rules:
  *
- * - kube-ovn's StatefulSet for VpcNatGateway `<gw>` labels its pod `app=vpc-nat-gw-<gw>` and
- *   `ovn.kubernetes.io/vpc-nat-gw=true`, and names it `vpc-nat-gw-<gw>-0`;
+ * - kube-ovn's workload for VpcNatGateway `<gw>` is named `<prefix>-<gw>` (util.GenNatGwName) and labels its pods
+ *   `app=<prefix>-<gw>` and `ovn.kubernetes.io/vpc-nat-gw=true`; the prefix is `vpc-nat-gw` unless the ConfigMap
+ *   ovn-vpc-nat-config names another in `natGwNamePrefix` (kube-ovn 1.13+). The workload is a StatefulSet whose one
+ *   pod is `<prefix>-<gw>-0`, or on kube-ovn master with `spec.replicas > 1` a Deployment whose pods are
+ *   `<prefix>-<gw>-<pod-template-hash>-<5 chars>`, owned by its ReplicaSet (docs/adr/0105-ha-gateways.md);
+ * - the pods live in `spec.namespace` of the IptablesEIP, else of the VpcNatGateway (kube-ovn master), else in
+ *   kube-ovn's controller namespace;
  * - the pod's own address on an attached network is in the annotation
  *   `<network>.<attachment namespace>.kubernetes.io/ip_address` (and its prefix in `…/cidr`), where the
  *   attachment namespace is the one named in `k8s.v1.cni.cncf.io/networks` (`<ns>/<network>`), else the pod's;
  * - an IPAM reservation held for a gateway pod is owned by `pod:<pod uid>` (ADR 0006).
  */
+import { parseRelease } from './dialect/dialects.js';
 
 const NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
 const GATEWAY_LABEL = 'ovn.kubernetes.io/vpc-nat-gw';
 const POD_OWNER_PREFIX = 'pod:';
 
-/** The `app` label value of gateway `gw`'s pod. */
-export function gatewayApp(gw: string): string {
-  return `vpc-nat-gw-${gw}`;
+/** kube-ovn's default name prefix of the gateway workloads (util.VpcNatGwNameDefaultPrefix). */
+export const DEFAULT_NAME_PREFIX = 'vpc-nat-gw';
+
+/**
+ * The `app` label value of gateway `gw`'s pods, which is also its workload's name: `<prefix>-<gw>`
+ * (util.GenNatGwName; an empty prefix is the default one).
+ */
+export function gatewayApp(gw: string, prefix: string = DEFAULT_NAME_PREFIX): string {
+  return `${prefix || DEFAULT_NAME_PREFIX}-${gw}`;
 }
 
-/** The gateway a pod belongs to, from its `app` label (the inverse of gatewayApp); undefined for other pods. */
+/**
+ * The gateway a pod belongs to, from its `app` label (the inverse of gatewayApp with the default prefix);
+ * undefined for other pods.
+ */
 export function gatewayOfApp(app: string | undefined): string | undefined {
   const prefix = gatewayApp('');
   return app?.startsWith(prefix) && app.length > prefix.length ? app.slice(prefix.length) : undefined;
 }
 
-/** The label selector that finds gateway `gw`'s pod. */
-export function gatewayPodSelector(gw: string): string {
-  return `app=${gatewayApp(gw)},${GATEWAY_LABEL}=true`;
+/** The label selector that finds gateway `gw`'s pods (kube-ovn's getNatGwPods). */
+export function gatewayPodSelector(gw: string, prefix?: string): string {
+  return `app=${gatewayApp(gw, prefix)},${GATEWAY_LABEL}=true`;
 }
 
-/** Name of the pod kube-ovn's StatefulSet keeps for gateway `gw`. */
-export function gatewayPodName(gw: string): string {
-  return `${gatewayApp(gw)}-0`;
+/** Name of the pod kube-ovn's StatefulSet keeps for gateway `gw` (util.GenNatGwPodName). */
+export function gatewayPodName(gw: string, prefix?: string): string {
+  return `${gatewayApp(gw, prefix)}-0`;
+}
+
+/**
+ * The name prefix kube-ovn gives gateway `<gw>`'s workload and pods, from the data of ConfigMap ovn-vpc-nat-config
+ * (resyncVpcNatConfig: `natGwNamePrefix` when not empty, taken as written). kube-ovn 1.12 has no such key: when the
+ * release is known to be 1.12 the default prefix is kept whatever the ConfigMap says.
+ */
+export function namePrefixOf(data: Readonly<Record<string, string>> | undefined, release?: string): string {
+  if (release !== undefined && lineOf(release) === '1.12') return DEFAULT_NAME_PREFIX;
+  return data?.[NAME_PREFIX_KEY] || DEFAULT_NAME_PREFIX;
+}
+
+/** The key of ovn-vpc-nat-config naming the gateway workloads' prefix (kube-ovn 1.13+). */
+export const NAME_PREFIX_KEY = 'natGwNamePrefix';
+
+const NAMESPACE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** True for a valid namespace name (a DNS label of at most 63 characters). */
+export function isNamespaceName(name: string): boolean {
+  return name.length <= 63 && NAMESPACE_NAME.test(name);
+}
+
+/**
+ * The namespace a gateway's pods are in, when the EIP or the gateway names one: `spec.namespace` of the IptablesEIP,
+ * else of the VpcNatGateway (kube-ovn master's natEipNamespace and natGwNamespace); undefined means kube-ovn's
+ * controller namespace. Only master has the field; when the release is known to be an older one it is ignored, as
+ * that release's controller ignores it.
+ */
+export function gatewayNamespaceOf(
+  eip: { spec?: { namespace?: string } } | undefined,
+  gateway: { spec?: { namespace?: string } } | undefined,
+  release?: string,
+): string | undefined {
+  if (release !== undefined && lineOf(release) !== 'master') return undefined;
+  return eip?.spec?.namespace || gateway?.spec?.namespace || undefined;
+}
+
+/**
+ * How many pods kube-ovn runs for a gateway (getNatGwReplicas): `spec.replicas` when above 0, else 1; before master
+ * always 1. More than one is master's HA mode, a Deployment (util.IsNatGwHAMode).
+ */
+export function gatewayReplicasOf(gateway: { spec?: { replicas?: number } }, release?: string): number {
+  if (release !== undefined && lineOf(release) !== 'master') return 1;
+  const n = gateway.spec?.replicas;
+  return typeof n === 'number' && Number.isInteger(n) && n > 0 ? n : 1;
+}
+
+function lineOf(release: string): string | undefined {
+  const r = parseRelease(release);
+  return r.ok ? r.line : undefined;
 }
 
 /** The IPAM owner uid of a gateway pod's own address reservation. */

@@ -90,6 +90,8 @@ export interface IptablesEipSpec {
   natGwDp?: string;
   qosPolicy?: string;
   externalSubnet?: string;
+  /** kube-ovn master: where the gateway's pods are (gatewayNamespaceOf in gateway-pod.ts). */
+  namespace?: string;
 }
 
 export interface IptablesEipStatus {
@@ -175,6 +177,10 @@ export interface VpcNatGatewaySpec {
   lanIp?: string;
   externalSubnets?: string[];
   qosPolicy?: string;
+  /** kube-ovn master: the namespace of the gateway's pods (default: kube-ovn's controller namespace). */
+  namespace?: string;
+  /** kube-ovn master: how many pods; above 1 a Deployment, each pod carrying every EIP (gatewayReplicasOf). */
+  replicas?: number;
 }
 
 export interface VpcNatGateway {
@@ -192,8 +198,10 @@ export interface GatewayPod {
   uid: string;
   phase: string;
   creationTimestamp: string;
-  /** Its `app` label: `vpc-nat-gw-<gw>` (what kube-ovn's StatefulSet sets, and how a gateway's pod is found). */
+  /** Its `app` label: `<prefix>-<gw>` (what kube-ovn's workload sets, and how a gateway's pods are found). */
   app?: string;
+  /** The pod is being deleted (metadata.deletionTimestamp): kube-ovn runs no more operations in it. */
+  terminating?: boolean;
   /** `vpc-nat-gw` container: restart count and the start time of its current run (RFC 3339), if running. */
   container?: { restartCount: number; startedAt?: string; ready: boolean };
   /**

@@ -12,8 +12,14 @@
  *   text is parsed (docs/adr/0009).
  */
 import type { CoreV1Event, V1ConfigMap, V1Pod } from '@kubernetes/client-node';
-import { GatewayNotReadyError } from '../../domain/errors.js';
-import { gatewayPodSelector, gatewayPodTemplate } from '../../domain/gateway-pod.js';
+import { GatewayNotReadyError, InvalidSpecError } from '../../domain/errors.js';
+import {
+  gatewayApp,
+  gatewayPodSelector,
+  gatewayPodTemplate,
+  isNamespaceName,
+  namePrefixOf,
+} from '../../domain/gateway-pod.js';
 import {
   API_VERSION,
   GATEWAY_CONTAINER,
@@ -36,6 +42,7 @@ import type {
   Cluster,
   EipObjectChange,
   EipStatusChange,
+  GatewayRef,
   KubeEvent,
   Logger,
   NatGwFeature,
@@ -60,6 +67,11 @@ export interface K8sClusterOptions {
   cacheTtlMs?: number;
   /** The reportingInstance of the Events written (the Lambda function's name); default REPORTING_COMPONENT. */
   reportingInstance?: string;
+  /**
+   * KUBE_OVN_RELEASE, when set: on 1.12 the gateway workloads' name prefix is never read from ovn-vpc-nat-config
+   * (that release has no such key; namePrefixOf in shared/domain/gateway-pod.ts).
+   */
+  kubeOvnRelease?: string;
 }
 
 /** Event source, and the reportingComponent of every Event this product writes. */
@@ -93,6 +105,7 @@ export function toGatewayPod(pod: V1Pod, fallbackNamespace: string): GatewayPod 
     phase: pod.status?.phase ?? 'Unknown',
     creationTimestamp: rfc3339(meta.creationTimestamp) ?? '',
     ...(meta.labels?.[Label.app] && { app: meta.labels[Label.app] }),
+    ...(meta.deletionTimestamp && { terminating: true }),
     addresses: podNetworkAddresses(meta.namespace ?? fallbackNamespace, meta.annotations),
     // What tells the pod's kube-ovn release (image, env, init container, routes, owner): docs/compatibility.md.
     template: gatewayPodTemplate(pod, GATEWAY_CONTAINER),
@@ -153,6 +166,7 @@ class K8sCluster implements Cluster {
   private readonly log: Pick<Logger, 'warn'>;
   private readonly cacheTtlMs: number;
   private readonly reportingInstance: string;
+  private readonly kubeOvnRelease: string | undefined;
   /** Reads of slowly changing objects, by kind and name, with when they were made (a pending read is shared). */
   private readonly cache = new Map<string, { at: number; value: Promise<unknown> }>();
 
@@ -163,6 +177,7 @@ class K8sCluster implements Cluster {
     this.log = options.log ?? defaultLog;
     this.cacheTtlMs = options.cacheTtlMs ?? 0;
     this.reportingInstance = options.reportingInstance ?? REPORTING_COMPONENT;
+    this.kubeOvnRelease = options.kubeOvnRelease;
   }
 
   /** `read()` once per `cacheTtlMs` per key; a failed read is not kept. */
@@ -238,6 +253,26 @@ class K8sCluster implements Cluster {
     return pod && toGatewayPod(pod, this.namespace);
   }
 
+  async findGatewayPods(gw: GatewayRef): Promise<GatewayPod[]> {
+    const namespace = gw.namespace || this.namespace;
+    if (!isNamespaceName(namespace))
+      throw new InvalidSpecError(
+        `spec.namespace "${namespace}" of the gateway's pods is not a namespace name`,
+      );
+    const prefix = namePrefixOf(await this.configMapData(NatGwConfigMap.image), this.kubeOvnRelease);
+    // A name that is no label value is on no pod (kube-ovn's webhook keeps workload names within 52 characters).
+    if (!LABEL_VALUE.test(gatewayApp(gw.name, prefix)) || gatewayApp(gw.name, prefix).length > 63) return [];
+    const labelSelector = gatewayPodSelector(gw.name, prefix);
+    try {
+      const pods = (await this.listPods(labelSelector, namespace)).items;
+      return pods
+        .map((p) => toGatewayPod(p, namespace))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    } catch (e) {
+      throw translate(e, `list pods in ${namespace} -l ${labelSelector}`);
+    }
+  }
+
   async listGatewayPods(): Promise<GatewayPod[]> {
     const labelSelector = `${Label.vpcNatGw}=true`;
     try {
@@ -248,15 +283,13 @@ class K8sCluster implements Cluster {
     }
   }
 
-  natGwFeature(): Promise<NatGwFeature> {
-    return this.cached('natgw-feature', async () => {
-      // Both read at once: one round trip of latency; the rule itself is kube-ovn's (natGwFeatureOf).
-      const [enable, image] = await Promise.all([
-        this.readConfigMap(NatGwConfigMap.enable),
-        this.readConfigMap(NatGwConfigMap.image),
-      ]);
-      return natGwFeatureOf(enable && (enable.data ?? {}), image && (image.data ?? {}));
-    });
+  async natGwFeature(): Promise<NatGwFeature> {
+    // Both read at once: one round trip of latency; the rule itself is kube-ovn's (natGwFeatureOf).
+    const [enable, image] = await Promise.all([
+      this.configMapData(NatGwConfigMap.enable),
+      this.configMapData(NatGwConfigMap.image),
+    ]);
+    return natGwFeatureOf(enable, image);
   }
 
   // ------------------------------------------------------------ writes
@@ -339,9 +372,17 @@ class K8sCluster implements Cluster {
 
   // ------------------------------------------------------------ helpers
 
-  private listPods(labelSelector: string): Promise<{ items: V1Pod[] }> {
-    return this.rest.request<{ items: V1Pod[] }>('GET', `/api/v1/namespaces/${seg(this.namespace)}/pods`, {
+  private listPods(labelSelector: string, namespace = this.namespace): Promise<{ items: V1Pod[] }> {
+    return this.rest.request<{ items: V1Pod[] }>('GET', `/api/v1/namespaces/${seg(namespace)}/pods`, {
       query: { labelSelector },
+    });
+  }
+
+  /** A nat-gw ConfigMap's data in the adapter's namespace ({} when it has none), undefined when it does not exist. */
+  private configMapData(name: string): Promise<Record<string, string> | undefined> {
+    return this.cached(`configmap/${name}`, async () => {
+      const cm = await this.readConfigMap(name);
+      return cm && (cm.data ?? {});
     });
   }
 
