@@ -12,37 +12,54 @@
  *   0.0.0.0/0 via the external gateway); the controller execs `init` with no arguments.
  * - 1.15, 1.16, master: as 1.13 plus `GATEWAY_V4`/`GATEWAY_V6` in the container's environment and a postStart
  *   hook enabling IPv4 forwarding. master's controller execs argv instead of `bash -c`.
+ * - master with `spec.replicas > 1` (genNatGwDeployment): the same pod from a Deployment's template, without the
+ *   static LAN address, with a required pod anti-affinity on the gateway's labels across nodes; the pod is named and
+ *   labelled as a Deployment's ReplicaSet makes it (`<rs>-<5 chars>`, `pod-template-hash`, owned by the ReplicaSet).
  */
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
-import { gatewayApp } from '../../shared/domain/gateway-pod.js';
-import {
-  Annotation,
-  GATEWAY_CONTAINER,
-  gatewayPodName,
-  Label,
-  NAT_GATEWAY_SCRIPT,
-} from '../../shared/domain/kube-ovn.js';
+import { Annotation, GATEWAY_CONTAINER, Label, NAT_GATEWAY_SCRIPT } from '../../shared/domain/kube-ovn.js';
 import { atLeast, type KubeOvnRelease } from '../natgw/releases.js';
 
 export const INIT_CONTAINER = 'vpc-nat-gw-init';
+/** The StatefulSet controller's revision label, and the Deployment controller's. */
 export const REVISION_LABEL = 'controller-revision-hash';
+export const POD_TEMPLATE_HASH_LABEL = 'pod-template-hash';
 const POD_NAME_LABEL = 'statefulset.kubernetes.io/pod-name';
+const HOSTNAME_TOPOLOGY = 'kubernetes.io/hostname';
 
-/** What the pod is built from: the gateway, its subnets (as kube-ovn's IPAM saw them) and the pod's own net1. */
+/** The workload a pod belongs to, as its ownerReference and labels show it. */
+export interface PodOwner {
+  /** StatefulSet (one pod, `<name>-0`) or, for master's replicated gateway, the Deployment's ReplicaSet. */
+  kind: 'StatefulSet' | 'ReplicaSet';
+  /** The StatefulSet's name, or the ReplicaSet's (`<deployment>-<pod-template-hash>`). */
+  name: string;
+  uid: string;
+  /** controller-revision-hash (StatefulSet) or pod-template-hash (ReplicaSet). */
+  revision: string;
+}
+
+/** What the pod is built from: the gateway, its subnets (as kube-ovn's IPAM saw them) and the pod's own addresses. */
 export interface GatewayPodInput {
   release: KubeOvnRelease;
   image: string;
   gateway: string;
+  /** The pod's name and namespace (`spec.namespace` on master, else kube-ovn's controller namespace). */
+  name: string;
   namespace: string;
+  /** kube-ovn's controller namespace, where the external network's attachment definition is. */
+  nadNamespace: string;
+  /** The workload's `app` label: `<prefix>-<gw>`. */
+  app: string;
+  owner: PodOwner;
   serviceCidr: string;
   lanSubnet: string;
+  /** The pod's LAN address: spec.lanIp, or for a replica the one kube-ovn's IPAM gave it. */
   lanIp: string;
   lan: { cidr: string; gateway: string; provider?: string };
   /** The external network (NAD) name and its subnet. */
   externalNetwork: string;
   external: { cidr: string; gateway: string; provider?: string };
   net1Address: string;
-  revision: string;
 }
 
 /** The annotation key prefix kube-ovn uses for an attachment's addresses: `<network>.<namespace>.kubernetes.io`. */
@@ -53,11 +70,12 @@ export function providerPrefix(network: string, namespace: string): string {
 const PRIVILEGED = { privileged: true, allowPrivilegeEscalation: true };
 
 function annotations(i: GatewayPodInput): Record<string, string> {
-  const attachment = providerPrefix(i.externalNetwork, i.namespace);
+  const attachment = providerPrefix(i.externalNetwork, i.nadNamespace);
   const out: Record<string, string> = {
     [Annotation.vpcNatGw]: i.gateway,
-    [Annotation.networks]: `${i.namespace}/${i.externalNetwork}`,
+    [Annotation.networks]: `${i.nadNamespace}/${i.externalNetwork}`,
     [Annotation.logicalSwitch]: i.lanSubnet,
+    // The template's static address (a StatefulSet's pod), or what kube-ovn's pod controller writes for a replica.
     [Annotation.ipAddress]: i.lanIp,
     // What kube-ovn's pod controller writes once it has allocated the addresses.
     'ovn.kubernetes.io/allocated': 'true',
@@ -72,7 +90,7 @@ function annotations(i: GatewayPodInput): Record<string, string> {
   if (!atLeast(i.release, '1.13')) return out;
   // setPodRoutesAnnotation: the LAN subnet's provider (1.13/1.14: always ovn) and the external subnet's.
   const lanProvider = atLeast(i.release, '1.15') ? (i.lan.provider ?? 'ovn') : 'ovn';
-  const extProvider = i.external.provider ?? `${i.externalNetwork}.${i.namespace}`;
+  const extProvider = i.external.provider ?? `${i.externalNetwork}.${i.nadNamespace}`;
   out[`${lanProvider}.kubernetes.io/routes`] = JSON.stringify([{ dst: i.serviceCidr, gw: i.lan.gateway }]);
   out[`${extProvider}.kubernetes.io/routes`] = JSON.stringify([{ dst: '0.0.0.0/0', gw: i.external.gateway }]);
   return out;
@@ -124,25 +142,44 @@ function containers(i: GatewayPodInput): { containers: V1Container[]; initContai
 }
 
 export function gatewayPod(i: GatewayPodInput): V1Pod {
-  const name = gatewayPodName(i.gateway);
+  const replica = i.owner.kind === 'ReplicaSet';
+  const selected = { [Label.app]: i.app, [Label.vpcNatGw]: 'true' };
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name,
+      name: i.name,
       namespace: i.namespace,
-      labels: {
-        [Label.app]: gatewayApp(i.gateway),
-        [Label.vpcNatGw]: 'true',
-        [REVISION_LABEL]: i.revision,
-        [POD_NAME_LABEL]: name,
-      },
+      labels: replica
+        ? { ...selected, [POD_TEMPLATE_HASH_LABEL]: i.owner.revision }
+        : { ...selected, [REVISION_LABEL]: i.owner.revision, [POD_NAME_LABEL]: i.name },
       annotations: annotations(i),
+      ownerReferences: [
+        {
+          apiVersion: 'apps/v1',
+          kind: i.owner.kind,
+          name: i.owner.name,
+          uid: i.owner.uid,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
       // 1.12's template leaves the grace period at the default; the local API stops containers at once anyway.
       ...(atLeast(i.release, '1.13') && { terminationGracePeriodSeconds: 0 }),
       ...containers(i),
+      // genGatewayPodAntiAffinity(labels, required): one replica per node. The lab has one node and does not
+      // schedule by affinity (local/controllers/README.md).
+      ...(replica && {
+        affinity: {
+          podAntiAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: [
+              { labelSelector: { matchLabels: selected }, topologyKey: HOSTNAME_TOPOLOGY },
+            ],
+          },
+        },
+      }),
     },
   };
 }
