@@ -8,13 +8,18 @@
  * ignore both fields. Seen from outside as a user sees it, through kubectl (`kubectl get pods -n … -l …`); waits poll
  * with client-node. The Deployment and ReplicaSet controllers' naming and ranking are Kubernetes' (k8s.io/kubernetes
  * pkg/controller/deployment and replicaset, apimachinery's rand.SafeEncodeString), the pod-template-hash's value is
- * the lab's own (README).
+ * the lab's own (README). With EIP_NETNS=1 (root, EIP_KUBE_OVN_SCRIPTS) the replicas also run kube-ovn master's own
+ * nat-gateway.sh, each in its own network namespaces (local/netns/).
  */
-import type { V1Pod } from '@kubernetes/client-node';
+import { resolve } from 'node:path';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type StandIns, startStandIns } from '../../local/controllers/index.js';
+import { startKubeApi } from '../../local/kube-api/index.js';
 import { kubectl } from '../../local/kube-api/testing.js';
 import { gatewayImage, type KubeOvnRelease } from '../../local/natgw/releases.js';
+import { type NetnsBackend, startNetnsBackend } from '../../local/netns/backend.js';
+import { preflight } from '../../local/netns/host.js';
 import { Plural } from '../../shared/domain/kube-ovn.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
@@ -32,8 +37,12 @@ interface Lab {
   logs: string[];
 }
 
-async function startLab(release: KubeOvnRelease, natConfig: Record<string, string> = {}): Promise<Lab> {
-  const w = await startWorld({ kubeOvnRelease: release });
+async function startLab(
+  release: KubeOvnRelease,
+  natConfig: Record<string, string> = {},
+  world?: World,
+): Promise<Lab> {
+  const w = world ?? (await startWorld({ kubeOvnRelease: release }));
   const logs: string[] = [];
   for (const [name, data] of [
     ['ovn-vpc-nat-gw-config', { 'enable-vpc-nat-gw': 'true' }],
@@ -440,4 +449,73 @@ describe.skipIf(skip)('the feature switched off on master', () => {
     );
     expect(names(await kubectlPods(w, NS, selectorOf('vpc-nat-gw-two')))).toEqual(ha);
   });
+});
+
+const SCRIPTS = process.env.EIP_KUBE_OVN_SCRIPTS ? resolve(process.env.EIP_KUBE_OVN_SCRIPTS) : undefined;
+const netnsSkip =
+  process.env.EIP_NETNS !== '1'
+    ? 'EIP_NETNS is not 1'
+    : ((await preflight(SCRIPTS)) ?? (SCRIPTS ? undefined : 'EIP_KUBE_OVN_SCRIPTS is unset'));
+if (netnsSkip)
+  console.log(`k8s-standins-replicas.test.ts: the real-script (netns) replicas are skipped: ${netnsSkip}`);
+
+describe.skipIf(skip || netnsSkip !== undefined)("replicas on kube-ovn master's own script (netns)", () => {
+  let backend: NetnsBackend;
+  let lab: Lab;
+  beforeAll(async () => {
+    backend = await startNetnsBackend({ scripts: SCRIPTS, defaultRelease: 'master' });
+    const api = await startKubeApi({ restartDelayMs: 20, kubeOvnRelease: 'master', gatewayBackend: backend });
+    const kc = new KubeConfig();
+    kc.loadFromString(api.kubeconfigYaml());
+    const w: World = {
+      api,
+      kc,
+      custom: kc.makeApiClient(CustomObjectsApi),
+      core: kc.makeApiClient(CoreV1Api),
+      close: () => api.close(),
+    };
+    lab = await startLab('master', {}, w);
+  }, 60_000);
+  afterAll(async () => {
+    await lab?.standIns.stop();
+    await lab?.w.close();
+    await backend?.close();
+  });
+
+  it('each replica is its own network namespace: its own net1, an EIP added or lost in one only', async () => {
+    const { w } = lab;
+    await createGateway(w, 'real', { replicas: 2, lanIp: '' });
+    const pods = await settledPods(w, NS, selectorOf('vpc-nat-gw-real'), 2);
+    const [a, b] = names(pods);
+    expect(backend.namespaceOf(NS, a!)).toBeTruthy();
+    expect(backend.namespaceOf(NS, a!)).not.toBe(backend.namespaceOf(NS, b!));
+    for (const p of pods) {
+      const addr = await execIn(w, NS, p.metadata!.name!, 'ip', '-o', 'addr', 'show', 'dev', 'net1');
+      expect(addr.stdout).toContain(`inet ${p.metadata?.annotations?.[NET1]}/16`);
+    }
+    const add = await execIn(w, NS, a!, 'bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '172.18.0.70/16');
+    expect(add.code, add.stderr).toBe(0);
+    expect((await execIn(w, NS, a!, 'ip', '-o', 'addr', 'show', 'dev', 'net1')).stdout).toContain(
+      '172.18.0.70/16',
+    );
+    expect((await execIn(w, NS, b!, 'ip', '-o', 'addr', 'show', 'dev', 'net1')).stdout).not.toContain(
+      '172.18.0.70/16',
+    );
+    const add2 = await execIn(w, NS, b!, 'bash', '/kube-ovn/nat-gateway.sh', 'eip-add', '172.18.0.70/16');
+    expect(add2.code, add2.stderr).toBe(0);
+    expect((await execIn(w, NS, a!, 'kill', '1')).code).toBe(137);
+    await eventuallyValue(
+      async () => {
+        const p = await w.core.readNamespacedPod({ namespace: NS, name: a! });
+        return p.status?.containerStatuses?.[0]?.restartCount === 1 && initialised(p);
+      },
+      { timeoutMs: 30_000 },
+    );
+    expect((await execIn(w, NS, a!, 'ip', '-o', 'addr', 'show', 'dev', 'net1')).stdout).not.toContain(
+      '172.18.0.70/16',
+    );
+    expect((await execIn(w, NS, b!, 'ip', '-o', 'addr', 'show', 'dev', 'net1')).stdout).toContain(
+      '172.18.0.70/16',
+    );
+  }, 90_000);
 });
