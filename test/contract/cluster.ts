@@ -6,7 +6,7 @@
  * only through the port.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ConflictError } from '../../shared/domain/errors.js';
+import { ConflictError, InvalidSpecError } from '../../shared/domain/errors.js';
 import { FINALIZER, type IptablesEip, type NatRule } from '../../shared/domain/kube-ovn.js';
 import type { Cluster, GatewayPod } from '../../shared/ports.js';
 
@@ -26,11 +26,37 @@ export interface ClusterSubject {
     options?: { terminating?: boolean },
   ): Promise<void>;
   createQos(name: string, shared: boolean): Promise<void>;
-  createGateway(name: string): Promise<void>;
+  /**
+   * A VpcNatGateway; kube-ovn (master) then keeps its pods: `spec.replicas` of them (a Deployment's when above 1),
+   * in `spec.namespace`, named with the current name prefix.
+   */
+  createGateway(name: string, spec?: { replicas?: number; namespace?: string }): Promise<void>;
+  createNamespace(name: string): Promise<void>;
   /** The gateway's pod once Running with its container ready (kube-ovn's StatefulSet makes it). */
   gatewayPod(gw: string): Promise<GatewayPod>;
   setNatGw(enabled: boolean): Promise<void>;
+  /** Sets (or, with undefined, removes) `natGwNamePrefix` in ovn-vpc-nat-config, keeping its other keys. */
+  setNamePrefix(prefix: string | undefined): Promise<void>;
+  /**
+   * Deletes pod `pod` of the gateway while something holds it (a finalizer): it stays, terminating, and its
+   * workload makes a replacement. Resolves with a function that lets it go.
+   */
+  holdAndDelete(namespace: string, pod: string): Promise<() => Promise<void>>;
 }
+
+/** Polls `read` until `ok` holds (the subjects' pods come and go asynchronously on a real cluster). */
+async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
+  const started = Date.now();
+  for (;;) {
+    const v = await read();
+    if (ok(v)) return v;
+    if (Date.now() - started > 20_000) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const running = (pods: GatewayPod[], n: number) =>
+  pods.length === n && pods.every((p) => p.phase === 'Running' && !p.terminating);
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -166,6 +192,102 @@ export function describeClusterContract(name: string, make: () => Promise<Cluste
       expect((await c.findGatewayPod('gw1'))?.uid).toBe(pod.uid);
       expect((await c.listGatewayPods()).map((p) => p.uid)).toContain(pod.uid);
       expect(await c.findGatewayPod('ct-no-such-gw')).toBeUndefined();
+    });
+
+    it("findGatewayPods: every pod of a replicated gateway, by name, and no other gateway's", async () => {
+      await s.createGateway('ct-ha', { replicas: 3 });
+      await s.createGateway('ct-ha-b', { replicas: 2 });
+      const pods = await until(
+        () => c.findGatewayPods({ name: 'ct-ha' }),
+        (p) => running(p, 3),
+        'three pods of ct-ha',
+      );
+      expect(pods.map((p) => [p.namespace, p.app, p.template?.ownerKind])).toEqual(
+        Array(3).fill(['kube-system', 'vpc-nat-gw-ct-ha', 'ReplicaSet']),
+      );
+      for (const p of pods)
+        expect(p.name).toMatch(/^vpc-nat-gw-ct-ha-[4-9bcdf]+-[bcdfghjklmnpqrstvwxz2456789]{5}$/);
+      expect(new Set(pods.map((p) => p.uid)).size).toBe(3);
+      expect(pods.map((p) => p.name)).toEqual(pods.map((p) => p.name).sort());
+      const b = await until(
+        () => c.findGatewayPods({ name: 'ct-ha-b' }),
+        (p) => running(p, 2),
+        'ct-ha-b',
+      );
+      expect(b.every((p) => p.app === 'vpc-nat-gw-ct-ha-b')).toBe(true);
+      expect((await c.findGatewayPods({ name: 'gw1' })).map((p) => p.name)).toEqual(['vpc-nat-gw-gw1-0']);
+      expect(await c.findGatewayPods({ name: 'ct-no-such-gw' })).toEqual([]);
+    });
+
+    it("findGatewayPods looks in the namespace it is given (the gateway's spec.namespace), else the adapter's", async () => {
+      await s.createNamespace('ct-team');
+      await s.createGateway('ct-ns', { namespace: 'ct-team', replicas: 2 });
+      await s.createGateway('ct-ns1', { namespace: 'ct-team' });
+      const pods = await until(
+        () => c.findGatewayPods({ name: 'ct-ns', namespace: 'ct-team' }),
+        (p) => running(p, 2),
+        'two pods of ct-ns in ct-team',
+      );
+      expect(pods.map((p) => p.namespace)).toEqual(['ct-team', 'ct-team']);
+      const one = await until(
+        () => c.findGatewayPods({ name: 'ct-ns1', namespace: 'ct-team' }),
+        (p) => running(p, 1),
+        'the pod of ct-ns1 in ct-team',
+      );
+      expect(one.map((p) => [p.namespace, p.name])).toEqual([['ct-team', 'vpc-nat-gw-ct-ns1-0']]);
+      expect(await c.findGatewayPods({ name: 'ct-ns' })).toEqual([]);
+      const err = await rejection(c.findGatewayPods({ name: 'ct-ns', namespace: 'Team_A' }));
+      expect(err).toBeInstanceOf(InvalidSpecError);
+    });
+
+    it('findGatewayPods lists a terminating pod, marked, beside the replacement its workload made', async () => {
+      await s.createGateway('ct-term', { replicas: 2 });
+      const [first, second] = await until(
+        () => c.findGatewayPods({ name: 'ct-term' }),
+        (p) => running(p, 2),
+        'two pods of ct-term',
+      );
+      const release = await s.holdAndDelete(first!.namespace, first!.name);
+      const pods = await until(
+        () => c.findGatewayPods({ name: 'ct-term' }),
+        (p) => p.length === 3 && p.filter((x) => !x.terminating && x.phase === 'Running').length === 2,
+        'ct-term: one terminating, two running',
+      );
+      expect(pods.filter((p) => p.terminating).map((p) => p.uid)).toEqual([first!.uid]);
+      expect(pods.map((p) => p.uid)).toContain(second!.uid);
+      expect(pods.every((p) => p.terminating === true || p.terminating === undefined)).toBe(true);
+      await release();
+      await until(
+        () => c.findGatewayPods({ name: 'ct-term' }),
+        (p) => running(p, 2),
+        'ct-term back to two',
+      );
+    });
+
+    it('findGatewayPods finds the pods by the name prefix ovn-vpc-nat-config names (natGwNamePrefix)', async () => {
+      await s.setNamePrefix('ct-edge');
+      try {
+        await s.createGateway('ct-pre', { replicas: 2 });
+        await s.createGateway('ct-pre1');
+        const pods = await until(
+          () => c.findGatewayPods({ name: 'ct-pre' }),
+          (p) => running(p, 2),
+          'two pods of ct-pre named ct-edge-…',
+        );
+        for (const p of pods)
+          expect([p.app, p.name.startsWith('ct-edge-ct-pre-')]).toEqual(['ct-edge-ct-pre', true]);
+        const one = await until(
+          () => c.findGatewayPods({ name: 'ct-pre1' }),
+          (p) => running(p, 1),
+          'the pod of ct-pre1',
+        );
+        expect(one.map((p) => p.name)).toEqual(['ct-edge-ct-pre1-0']);
+      } finally {
+        await s.setNamePrefix(undefined);
+      }
+      // Without the key, the default prefix again: these pods are no longer the gateway's as kube-ovn finds them.
+      const back = await c.findGatewayPods({ name: 'ct-pre1' });
+      expect(back.every((p) => p.app === 'vpc-nat-gw-ct-pre1')).toBe(true);
     });
 
     it('natGwFeature follows the two ConfigMaps', async () => {

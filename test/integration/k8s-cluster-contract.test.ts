@@ -20,9 +20,10 @@ const rulePlural = {
 };
 
 describeClusterContract('client-node adapter on the local Kubernetes API', async () => {
-  const w: World = await startWorld();
+  // kube-ovn master: its replicated gateways and spec.namespace (local/controllers/README.md).
+  const w: World = await startWorld({ kubeOvnRelease: 'master' });
   stops.push(() => w.close());
-  const standIns = await startStandIns({ kubeConfig: w.kc });
+  const standIns = await startStandIns({ kubeConfig: w.kc, release: 'master' });
   stops.push(() => standIns.stop());
   await createSubnets(w);
   const core = w.kc.makeApiClient(CoreV1Api);
@@ -64,8 +65,27 @@ describeClusterContract('client-node adapter on the local Kubernetes API', async
     async createQos(name, shared) {
       await createCustom(w, Plural.qos, 'QoSPolicy', name, { shared, bindingType: 'EIP' });
     },
-    async createGateway(name) {
-      await createGateway(w, name);
+    async createGateway(name, spec = {}) {
+      await createGateway(w, name, spec);
+    },
+    async createNamespace(name) {
+      await core.createNamespace({ body: { metadata: { name } } });
+    },
+    async setNamePrefix(prefix) {
+      const cm = await core.readNamespacedConfigMap({ name: NatGwConfigMap.image, namespace: NS });
+      const { natGwNamePrefix: _old, ...data } = cm.data ?? {};
+      await configMap(NatGwConfigMap.image, {
+        ...data,
+        ...(prefix !== undefined && { natGwNamePrefix: prefix }),
+      });
+    },
+    async holdAndDelete(namespace, name) {
+      const finalizers = (list: string[]) => [{ op: 'add', path: '/metadata/finalizers', value: list }];
+      await core.patchNamespacedPod({ namespace, name, body: finalizers(['example.com/hold']) });
+      await core.deleteNamespacedPod({ namespace, name });
+      return async () => {
+        await core.patchNamespacedPod({ namespace, name, body: finalizers([]) });
+      };
     },
     async gatewayPod(gw) {
       return eventuallyValue(async () => {
