@@ -29,17 +29,24 @@ export function kustomize(dir: string): Doc[] {
 /**
  * Renders an overlay of `infra/<target>` as an operator would write it beside the checkout (docs/deploy-eks.md):
  * `body` gets the overlay's relative path to `infra/<target>` and returns the kustomization's lines after its kind.
+ * `siblings` are more kustomizations beside it (`../<name>` from the overlay), written the same way.
  */
-export function kustomizeOverlay(target: string, body: (rel: string) => string[]): Doc[] {
+export function kustomizeOverlay(
+  target: string,
+  body: (rel: string) => string[],
+  siblings: Record<string, (rel: string) => string[]> = {},
+): Doc[] {
   const root = join(import.meta.dirname, '../..');
   const dir = mkdtempSync(join(tmpdir(), `${target}-overlay-`));
   try {
-    mkdirSync(join(dir, 'prod'));
-    const rel = relative(join(dir, 'prod'), join(root, 'infra', target));
-    writeFileSync(
-      join(dir, 'prod/kustomization.yaml'),
-      ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', ...body(rel), ''].join('\n'),
-    );
+    for (const [name, lines] of Object.entries({ prod: body, ...siblings })) {
+      mkdirSync(join(dir, name));
+      const rel = relative(join(dir, name), join(root, 'infra', target));
+      writeFileSync(
+        join(dir, name, 'kustomization.yaml'),
+        ['apiVersion: kustomize.config.k8s.io/v1beta1', 'kind: Kustomization', ...lines(rel), ''].join('\n'),
+      );
+    }
     return kustomize(join(dir, 'prod'));
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -330,6 +330,21 @@ describe.skipIf(noKubectl)(
       expect(events.map((d) => d.metadata.namespace)).toEqual(['default', 'default']);
       expect(docs.some((d) => d.kind === 'ConfigMap')).toBe(false); // the parameters are local-config only
     });
+
+    it("step 5, kube-ovn master's spec.namespace: list and exec on pods in each gateway namespace, nothing more", () => {
+      const cwd = join(parent, 'eip-lambdas');
+      const r = bash(`${prelude}\n${block('GATEWAY_NAMESPACES=')}`, cwd);
+      expect(r.status, r.stderr).toBe(0);
+      for (const ns of ['team-a', 'team-b']) {
+        const docs = render(join(parent, 'eip-rbac-prod-gateways', ns));
+        expect(docs.map((d) => `${d.kind}/${d.metadata.namespace}/${d.metadata.name}`)).toEqual([
+          `Role/${ns}/eip-lambdas-handlers-gateway-pods`,
+          `RoleBinding/${ns}/eip-lambdas-handlers-gateway-pods`,
+        ]);
+        const role = docs[0] as unknown as { rules: { resources: string[] }[] };
+        expect(role.rules.flatMap((x) => x.resources)).toEqual(['pods', 'pods/exec']);
+      }
+    });
   },
 );
 

@@ -8,7 +8,9 @@
  * Also kept in step here: the policy's operation list with NAT_GW_OPS, its inspection commands with those the
  * gateway dialects read with (shared/domain/dialect/inspect.ts, each release's, for any external interface), and
  * its argument check with the product's own (natGatewayArgv accepts exactly what the policy admits).
- * test/conformance/admission.test.ts runs the same policy through kubectl and client-node.
+ * test/conformance/admission.test.ts runs the same policy through kubectl and client-node. And where kube-ovn puts
+ * gateway pods: a replica of master's replicated gateway, pods in another namespace (with infra/rbac/gateway-namespace),
+ * and the pod prefix the component infra/rbac/name-prefix sets from kube-ovn's natGwNamePrefix.
  *
  * What this does not prove: that a given API server version evaluates CEL identically (its library has Kubernetes
  * extensions this policy does not use); docs/deploy-eks.md shows the check on a real cluster.
@@ -34,6 +36,8 @@ import {
 } from '../../shared/domain/dialect/index.js';
 import { GATEWAY_CONTAINER } from '../../shared/domain/kube-ovn.js';
 import { NAT_GW_OPS, natGatewayArgv } from '../../shared/domain/nat-gateway.js';
+import { kubectlOrSkip } from '../support/kubectl.js';
+import { kustomizeOverlay } from '../support/kustomize.js';
 
 const root = join(import.meta.dirname, '../..');
 // biome-ignore lint/suspicious/noExplicitAny: YAML documents are dynamic
@@ -83,6 +87,19 @@ async function apply(on: KubeApi, obj: Any): Promise<void> {
   expect(r.status, await r.clone().text()).toBe(201);
 }
 
+/** A pod with these labels and containers (image `local`). */
+const podOf = (
+  name: string,
+  labels: Record<string, string>,
+  containers: string[],
+  namespace = 'kube-system',
+) => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, namespace, labels },
+  spec: { containers: containers.map((c) => ({ name: c, image: 'local' })) },
+});
+
 /** A local API with the handlers' RBAC, `execPolicy` and its binding, a gateway pod, a look-alike and CoreDNS. */
 async function startLab(execPolicy: Any): Promise<KubeApi> {
   const lab = await startKubeApi({
@@ -111,12 +128,7 @@ async function startLab(execPolicy: Any): Promise<KubeApi> {
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'wide' },
     subjects: [{ kind: 'User', name: 'wide' }],
   });
-  const pod = (name: string, labels: Record<string, string>, containers: string[]) => ({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: 'kube-system', labels },
-    spec: { containers: containers.map((c) => ({ name: c, image: 'local' })) },
-  });
+  const pod = podOf;
   await apply(lab, pod(GW, { 'ovn.kubernetes.io/vpc-nat-gw': 'true' }, [GATEWAY_CONTAINER, 'debug']));
   await apply(lab, pod('my-vpc-nat-gw-gw1-0', {}, [GATEWAY_CONTAINER]));
   await apply(lab, pod('coredns-5d78c9869d-abcde', { 'k8s-app': 'kube-dns' }, ['coredns']));
@@ -149,6 +161,8 @@ function connect(
     as?: { user: string; groups: string[] };
     /** Another lab than the one with infra/rbac's policy as it is. */
     on?: KubeApi;
+    /** The pod's namespace (default kube-system). */
+    namespace?: string;
   } = {},
 ): Promise<Upgrade> {
   const q = new URLSearchParams();
@@ -164,7 +178,7 @@ function connect(
     headers['Impersonate-Group'] = o.as.groups;
   }
   const lab = o.on ?? api;
-  const url = `${lab.tlsUrl.replace('https', 'wss')}/api/v1/namespaces/kube-system/pods/${pod}/${o.sub ?? 'exec'}?${q}`;
+  const url = `${lab.tlsUrl.replace('https', 'wss')}/api/v1/namespaces/${o.namespace ?? 'kube-system'}/pods/${pod}/${o.sub ?? 'exec'}?${q}`;
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, ['v5.channel.k8s.io'], { headers, ca: lab.ca });
     ws.on('open', () => {
@@ -419,4 +433,83 @@ describe("the exec policy's inspections list, extended as a later audit would ne
       expect.stringContaining(`refused: ${command.join(' ')} on`),
     ]);
   });
+});
+
+describe("the exec policy where kube-ovn puts gateway pods: master's replicas, spec.namespace, natGwNamePrefix", () => {
+  const TEAM = 'team-a';
+  const REPLICA = 'vpc-nat-gw-gw1-7d4f8c9b5-x2z4k';
+  let lab: KubeApi;
+  let prefixed: KubeApi | undefined;
+
+  /** Gateway pods in kube-system (a replica) and in another namespace, where infra/rbac/gateway-namespace lets in. */
+  async function addPods(on: KubeApi, names: string[]): Promise<void> {
+    await apply(on, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: TEAM } });
+    // What `namespace: team-a` over infra/rbac/gateway-namespace renders (test/unit/rbac-manifests.test.ts).
+    for (const d of docs('infra/rbac/gateway-namespace/gateway-pods.yaml'))
+      await apply(on, { ...d, metadata: { ...d.metadata, namespace: TEAM } });
+    const gw = { 'ovn.kubernetes.io/vpc-nat-gw': 'true' };
+    for (const name of names) {
+      await apply(on, podOf(name, gw, [GATEWAY_CONTAINER]));
+      await apply(on, podOf(name, gw, [GATEWAY_CONTAINER], TEAM));
+    }
+    await apply(on, podOf('coredns-5d78c9869d-abcde', {}, ['coredns'], TEAM));
+  }
+
+  beforeAll(async () => {
+    lab = await startLab(policy);
+    await addPods(lab, [REPLICA, 'vpc-nat-gw-gw2-0']);
+  }, 30_000);
+
+  afterAll(async () => {
+    await lab?.close();
+    await prefixed?.close();
+  });
+
+  it("admits a replica of master's replicated gateway, and gateway pods in another namespace", async () => {
+    expect(await connect(HANDLERS, REPLICA, { on: lab })).toEqual({ status: 101 });
+    for (const pod of [REPLICA, 'vpc-nat-gw-gw2-0'])
+      expect(await connect(HANDLERS, pod, { on: lab, namespace: TEAM }), pod).toEqual({ status: 101 });
+    const r = await connect(HANDLERS, 'coredns-5d78c9869d-abcde', {
+      on: lab,
+      namespace: TEAM,
+      container: 'coredns',
+    });
+    expect([r.status, r.body?.message]).toEqual([
+      403,
+      expect.stringContaining(
+        'a NAT gateway pod (vpc-nat-gw-*); refused: exec on team-a/coredns-5d78c9869d-abcde',
+      ),
+    ]);
+  });
+
+  it.skipIf(kubectlOrSkip().skip)(
+    'with ./name-prefix and natGwNamePrefix=egress: admits egress-*, refuses vpc-nat-gw-*, saying which prefix',
+    async () => {
+      const rendered = kustomizeOverlay('rbac', (rel) => [
+        `resources: [${rel}]`,
+        `components: [${rel}/name-prefix]`,
+        'configMapGenerator:',
+        '  - name: eip-lambdas-handlers-params',
+        '    literals: [natGwNamePrefix=egress]',
+        '    options:',
+        '      disableNameSuffixHash: true',
+        '      annotations: { config.kubernetes.io/local-config: "true" }',
+      ]);
+      const edited = rendered.find((d) => d.kind === 'ValidatingAdmissionPolicy') as Any;
+      expect(edited.spec.variables.find((v: Any) => v.name === 'podPrefix').expression).toBe(
+        "'egress' + '-'",
+      );
+      prefixed = await startLab(edited);
+      await addPods(prefixed, ['egress-gw1-0', 'egress-gw1-7d4f8c9b5-x2z4k']);
+      for (const namespace of ['kube-system', TEAM])
+        for (const pod of ['egress-gw1-0', 'egress-gw1-7d4f8c9b5-x2z4k'])
+          expect(await connect(HANDLERS, pod, { on: prefixed, namespace }), pod).toEqual({ status: 101 });
+      const r = await connect(HANDLERS, GW, { on: prefixed });
+      expect([r.status, r.body?.message]).toEqual([
+        403,
+        expect.stringContaining(`a NAT gateway pod (egress-*); refused: exec on kube-system/${GW}`),
+      ]);
+    },
+    60_000,
+  );
 });

@@ -15,6 +15,7 @@ const root = join(import.meta.dirname, '../..');
 const { skip } = kubectlOrSkip();
 let base: Doc[];
 let overlay: Doc[];
+let namespaces: Doc[];
 
 const key = (d: Doc) => `${d.kind}/${d.metadata.namespace ?? ''}/${d.metadata.name}`;
 
@@ -31,6 +32,12 @@ beforeAll(() => {
     '      disableNameSuffixHash: true',
     '      annotations: { config.kubernetes.io/local-config: "true" }',
   ]);
+  // Gateways in two more namespaces (kube-ovn master's spec.namespace): one small kustomization each, beside it.
+  const more = (ns: string) => (rel: string) => [`resources: [${rel}/gateway-namespace]`, `namespace: ${ns}`];
+  namespaces = kustomizeOverlay('rbac', (rel) => [`resources: [${rel}, ../team-a, ../team-b]`], {
+    'team-a': more('team-a'),
+    'team-b': more('team-b'),
+  });
 });
 
 describe.skipIf(skip)('handlers RBAC (kubectl kustomize infra/rbac)', () => {
@@ -53,5 +60,62 @@ describe.skipIf(skip)('handlers RBAC (kubectl kustomize infra/rbac)', () => {
     expect(rest(overlay)).toEqual(rest(base));
     const role = (docs: Doc[]) => docs.find((d) => d.kind === 'Role' && moved(d))!.rules;
     expect(role(overlay)).toEqual(role(base));
+  });
+
+  it("name-prefix sets the exec policy's pod prefix to kube-ovn's natGwNamePrefix, and changes nothing else", () => {
+    const prefixDocs = kustomizeOverlay('rbac', (rel) => [
+      `resources: [${rel}]`,
+      `components: [${rel}/params, ${rel}/name-prefix]`,
+      'configMapGenerator:',
+      '  - name: eip-lambdas-handlers-params',
+      '    literals: [gatewayNamespace=kube-ovn, natGwNamePrefix=egress]',
+      '    options:',
+      '      disableNameSuffixHash: true',
+      '      annotations: { config.kubernetes.io/local-config: "true" }',
+    ]);
+    type Policy = { spec: { variables: { name: string; expression: string }[] } };
+    const podPrefix = (docs: Doc[]) =>
+      (docs.find((d) => d.kind === 'ValidatingAdmissionPolicy') as unknown as Policy).spec.variables.find(
+        (v) => v.name === 'podPrefix',
+      )?.expression;
+    expect(podPrefix(base)).toBe("'vpc-nat-gw' + '-'");
+    expect(podPrefix(prefixDocs)).toBe("'egress' + '-'");
+    const withoutPolicy = (docs: Doc[]) => docs.filter((d) => d.kind !== 'ValidatingAdmissionPolicy');
+    expect(withoutPolicy(prefixDocs)).toEqual(withoutPolicy(overlay));
+    const unchanged = (docs: Doc[]) => {
+      const p = structuredClone(
+        docs.find((d) => d.kind === 'ValidatingAdmissionPolicy') as unknown as Policy,
+      );
+      p.spec.variables = p.spec.variables.filter((v) => v.name !== 'podPrefix');
+      return p;
+    };
+    expect(unchanged(prefixDocs)).toEqual(unchanged(base));
+  });
+
+  it('gateway-namespace gives the group its pod rules in each namespace it is included for, nothing more', () => {
+    const added = namespaces.filter((d) => d.metadata.name === 'eip-lambdas-handlers-gateway-pods');
+    expect(added.map(key).sort()).toEqual([
+      'Role/team-a/eip-lambdas-handlers-gateway-pods',
+      'Role/team-b/eip-lambdas-handlers-gateway-pods',
+      'RoleBinding/team-a/eip-lambdas-handlers-gateway-pods',
+      'RoleBinding/team-b/eip-lambdas-handlers-gateway-pods',
+    ]);
+    for (const d of added.filter((x) => x.kind === 'Role'))
+      expect(d.rules).toEqual([
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list'] },
+        { apiGroups: [''], resources: ['pods/exec'], verbs: ['get', 'create'] },
+      ]);
+    for (const d of added.filter((x) => x.kind === 'RoleBinding')) {
+      expect(d.roleRef).toMatchObject({ kind: 'Role', name: 'eip-lambdas-handlers-gateway-pods' });
+      expect(d.subjects).toEqual([
+        { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'eip-lambdas:handlers' },
+      ]);
+    }
+    // The gateway-pod Role's pod rules, without the ConfigMaps: those stay in kube-ovn's namespace.
+    const home = base.find((d) => d.kind === 'Role' && d.metadata.name === 'eip-lambdas-handlers')!.rules!;
+    expect(added.find((d) => d.kind === 'Role')!.rules).toEqual(
+      home.filter((r) => !r.resources.includes('configmaps')),
+    );
+    expect(namespaces.filter((d) => !added.includes(d))).toEqual(base);
   });
 });
