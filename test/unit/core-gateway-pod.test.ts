@@ -2,10 +2,14 @@
 import { describe, expect, it } from 'vitest';
 import {
   gatewayApp,
+  gatewayNamespaceOf,
   gatewayOfApp,
   gatewayPodName,
   gatewayPodSelector,
+  gatewayReplicasOf,
+  isNamespaceName,
   isPodOwner,
+  namePrefixOf,
   net1Address,
   podAttachments,
   podNetworkAddresses,
@@ -20,6 +24,41 @@ describe('gateway pod identity', () => {
     expect(gatewayOfApp(gatewayApp('gw-a.b'))).toBe('gw-a.b');
     expect(gatewayOfApp('vpc-nat-gw-')).toBeUndefined();
     expect(gatewayOfApp('nginx')).toBeUndefined();
+  });
+
+  it('names them with the prefix of ovn-vpc-nat-config (util.GenNatGwName): empty is the default, 1.12 has none', () => {
+    expect(gatewayApp('gw1', 'egress')).toBe('egress-gw1');
+    expect(gatewayPodName('gw1', 'egress')).toBe('egress-gw1-0');
+    expect(gatewayPodSelector('gw1', 'egress')).toBe('app=egress-gw1,ovn.kubernetes.io/vpc-nat-gw=true');
+    expect(gatewayApp('gw1', '')).toBe('vpc-nat-gw-gw1');
+    expect(namePrefixOf({ image: 'x', natGwNamePrefix: 'egress' })).toBe('egress');
+    expect(namePrefixOf({ image: 'x', natGwNamePrefix: '' })).toBe('vpc-nat-gw');
+    expect(namePrefixOf({ image: 'x' })).toBe('vpc-nat-gw');
+    expect(namePrefixOf(undefined)).toBe('vpc-nat-gw');
+    expect(namePrefixOf({ natGwNamePrefix: 'egress' }, '1.12')).toBe('vpc-nat-gw');
+    expect(namePrefixOf({ natGwNamePrefix: 'egress' }, 'v1.13.4')).toBe('egress');
+    expect(namePrefixOf({ natGwNamePrefix: 'egress' }, 'master')).toBe('egress');
+  });
+
+  it("puts them in the EIP's spec.namespace, else the gateway's, on master only (natEipNamespace)", () => {
+    const eip = { spec: { namespace: 'team-e' } };
+    const gw = { spec: { namespace: 'team-g' } };
+    expect(gatewayNamespaceOf(eip, gw)).toBe('team-e');
+    expect(gatewayNamespaceOf({ spec: { namespace: '' } }, gw)).toBe('team-g');
+    expect(gatewayNamespaceOf(undefined, gw, 'master')).toBe('team-g');
+    expect(gatewayNamespaceOf(undefined, { spec: {} })).toBeUndefined();
+    expect(gatewayNamespaceOf(eip, gw, '1.16')).toBeUndefined();
+    expect(isNamespaceName('team-a')).toBe(true);
+    expect(isNamespaceName('Team_A')).toBe(false);
+    expect(isNamespaceName('a'.repeat(64))).toBe(false);
+  });
+
+  it('runs spec.replicas pods on master (getNatGwReplicas), one otherwise', () => {
+    expect(gatewayReplicasOf({ spec: { replicas: 3 } })).toBe(3);
+    expect(gatewayReplicasOf({ spec: { replicas: 3 } }, 'master')).toBe(3);
+    expect(gatewayReplicasOf({ spec: { replicas: 3 } }, '1.16')).toBe(1);
+    expect(gatewayReplicasOf({ spec: { replicas: 0 } })).toBe(1);
+    expect(gatewayReplicasOf({ spec: {} })).toBe(1);
   });
 
   it('marks a gateway pod reservation in IPAM apart from an EIP uid', () => {
