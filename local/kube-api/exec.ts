@@ -7,6 +7,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type WebSocket, WebSocketServer } from 'ws';
+import { GATEWAY_CONTAINER, Label } from '../../shared/domain/kube-ovn.js';
+import type { ExecModel } from '../natgw/exec-model.js';
 import { ApiError, badRequest, internalError, notFound, type Status, status } from './errors.js';
 import type { Faults } from './faults.js';
 import { isObject, type JsonObject } from './json.js';
@@ -79,6 +81,8 @@ export interface ExecDeps {
   kubelet: Kubelet;
   faults: Faults;
   log: (line: string) => void;
+  /** What an exec into a gateway container costs (local/natgw/exec-model.ts); none: instant. */
+  execModel?: ExecModel;
 }
 
 export class ExecServer {
@@ -272,13 +276,9 @@ export class ExecServer {
             if (ws.readyState !== ws.OPEN) return;
           }
           try {
-            // The simulator answers at once; a gateway backend (local/kube-api/backend.ts) asynchronously.
-            outcome = await this.deps.kubelet.exec(
-              pod,
-              p.container,
-              p.command,
-              Buffer.concat(stdinChunks).toString(),
-            );
+            // The simulator answers at once; a gateway backend (local/kube-api/backend.ts) asynchronously; the exec
+            // model, when there is one, makes a gateway's exec take the time a real pod's would.
+            outcome = await this.run(pod, p, Buffer.concat(stdinChunks).toString());
           } catch (e) {
             this.deps.log(`exec ${p.namespace}/${p.pod} ${JSON.stringify(p.command)} threw: ${String(e)}`);
             outcome = { stdout: '', stderr: '', exitCode: 1 };
@@ -303,12 +303,30 @@ export class ExecServer {
         send(STATUS, Buffer.from(JSON.stringify(statusPayload)));
         ws.close(1000);
       }
-      if (outcome.restart) this.deps.kubelet.restartContainer(p.namespace, p.pod, p.container);
+      if (outcome.restart) {
+        this.deps.execModel?.forget(`${p.namespace}/${p.pod}`);
+        this.deps.kubelet.restartContainer(p.namespace, p.pod, p.container);
+      }
     };
     run().catch((e: unknown) => {
       this.deps.log(`exec session failed: ${String(e)}`);
       ws.terminate();
     });
+  }
+
+  /** Runs the command in the pod: through the exec model when it is a gateway pod's gateway container. */
+  private run(pod: JsonObject, p: ExecParams, stdin: string): Promise<ExecOutcome> | ExecOutcome {
+    const { kubelet, execModel } = this.deps;
+    const labels = isObject(pod.metadata) && isObject(pod.metadata.labels) ? pod.metadata.labels : {};
+    if (!execModel || p.container !== GATEWAY_CONTAINER || labels[Label.vpcNatGw] !== 'true')
+      return kubelet.exec(pod, p.container, p.command, stdin);
+    const simulated = kubelet.gateway(p.namespace, p.pod) !== undefined;
+    return execModel.exec(
+      `${p.namespace}/${p.pod}`,
+      p.command,
+      (hook) => kubelet.exec(pod, p.container, p.command, stdin, hook),
+      simulated,
+    );
   }
 
   /** Resolves once the client answered a ping (or after PONG_WAIT_MS, for a client that never pongs). */

@@ -12,6 +12,7 @@ import { type AddressInfo, createServer as createNetServer, type Socket } from '
 import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
 import { fileURLToPath } from 'node:url';
+import { ExecModel, type ExecModelOptions } from '../natgw/exec-model.js';
 import type { KubeOvnRelease } from '../natgw/releases.js';
 import { ExternalSegment, type NatGatewaySim } from '../natgw/sim.js';
 import { ADMISSION_GROUP, Admission, admissionHooks } from './admission.js';
@@ -72,6 +73,11 @@ export interface KubeApiOptions {
    * authenticates as its user and groups (plus system:authenticated). What each may do is up to RBAC.
    */
   tokens?: readonly StaticToken[];
+  /**
+   * What an exec into a gateway pod costs: start latency, per-command costs, the xtables lock
+   * (local/natgw/exec-model.ts). Default: nothing (the simulator answers at once).
+   */
+  execModel?: ExecModelOptions;
 }
 
 export interface KubeApi {
@@ -94,6 +100,8 @@ export interface KubeApi {
     get(namespace: string, pod: string): NatGatewaySim | undefined;
     segment: ExternalSegment;
   };
+  /** The exec cost model every exec into a gateway container goes through; it counts them. */
+  execModel: ExecModel;
   /** Every request received (method, path, query, selected headers, body, status), oldest first. */
   requests: { all(): readonly RequestRecord[]; clear(): void };
   /** The current global resourceVersion. */
@@ -329,7 +337,8 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
     compact: () => store.compact(),
     dropWatches: () => watches.dropAll(),
   });
-  const exec = new ExecServer({ objects, pods: podsDef, kubelet, faults, log });
+  const execModel = new ExecModel(options.execModel);
+  const exec = new ExecServer({ objects, pods: podsDef, kubelet, faults, log, execModel });
   const requests = new RequestLog();
   let hostPort = '';
   const api = new ApiServer({
@@ -385,11 +394,13 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
     writeKubeconfig: (path, token) => writeFile(path, kubeconfigFor(url, token, tls.ca), { mode: 0o600 }),
     faults,
     gateways: { get: (namespace, pod) => kubelet.gateway(namespace, pod), segment },
+    execModel,
     requests: { all: () => requests.all(), clear: () => requests.clear() },
     resourceVersion: () => store.resourceVersion,
     close: () => {
       closing ??= (async () => {
         watches.dropAll();
+        execModel.close();
         exec.close();
         kubelet.close();
         await kubelet.settled();

@@ -15,6 +15,7 @@ import {
   type ExternalSegment,
   NatGatewaySim,
   type NatGatewaySimOptions,
+  type ToolHook,
 } from '../natgw/sim.js';
 import type { GatewayBackend } from './backend.js';
 import { type FieldError, fieldForbidden, fieldRequired } from './errors.js';
@@ -536,18 +537,19 @@ export class Kubelet {
     return Boolean(cs && isObject(cs.state) && isObject(cs.state.running));
   }
 
-  /** What answers an exec into `container` of `pod`. */
+  /** What answers an exec into `container` of `pod` (`hook`: the exec cost model's, for a simulated gateway). */
   exec(
     pod: JsonObject,
     container: string,
     argv: readonly string[],
     stdin: string,
+    hook?: ToolHook,
   ): ExecOutcome | Promise<ExecOutcome> {
     if (this.options.backend && isGatewayPod(pod) && container === GATEWAY_CONTAINER)
       return this.options.backend.exec(pod, argv, stdin);
     const m = pod.metadata as JsonObject;
     const sim = this.sims.get(podKey(String(m.namespace), String(m.name)));
-    if (sim && container === GATEWAY_CONTAINER) return sim.exec(argv);
+    if (sim && container === GATEWAY_CONTAINER) return sim.exec(argv, hook);
     return runBuiltin(argv, stdin);
   }
 

@@ -48,6 +48,13 @@ export interface TcFilter {
   classid?: string;
 }
 
+/**
+ * Wraps each program an exec runs (the script's `ip`, `iptables`, `arping`, … or the exec'd program itself): it may
+ * call `run` and return its result, or answer without running it. The local API's exec cost model
+ * (local/natgw/exec-model.ts) times the commands and applies the xtables lock with it.
+ */
+export type ToolHook = (argv: readonly string[], run: () => ToolResult) => ToolResult;
+
 export interface ExecRecord {
   argv: readonly string[];
   exitCode: number;
@@ -132,6 +139,7 @@ export class NatGatewaySim {
   private readonly now: () => Date;
   private readonly log: ExecRecord[] = [];
   private restartCount = 0;
+  private hook: ToolHook | undefined;
 
   constructor(options: NatGatewaySimOptions = {}) {
     this.release = options.release ?? DEFAULT_RELEASE;
@@ -146,9 +154,10 @@ export class NatGatewaySim {
     this.segment?.join(this);
   }
 
-  /** Runs one exec'd command (argv as pods/exec received it). */
-  exec(argv: readonly string[]): ExecOutcome {
+  /** Runs one exec'd command (argv as pods/exec received it); `hook` sees every program it runs. */
+  exec(argv: readonly string[], hook?: ToolHook): ExecOutcome {
     let outcome: ExecOutcome;
+    this.hook = hook;
     try {
       outcome = this.dispatch(argv);
     } catch (e) {
@@ -158,6 +167,8 @@ export class NatGatewaySim {
         stderr: `nat gateway simulator: internal error: ${(e as Error).stack ?? e}\n`,
         exitCode: 70,
       };
+    } finally {
+      this.hook = undefined;
     }
     this.log.push({ argv: [...argv], exitCode: outcome.exitCode });
     return outcome;
@@ -361,8 +372,13 @@ export class NatGatewaySim {
     return { stdout: r.out, stderr: r.err, exitCode: r.code };
   }
 
-  /** The programs on the gateway image's PATH that the simulation knows. */
+  /** The programs on the gateway image's PATH that the simulation knows (through the exec's hook, if any). */
   private tool(argv: readonly string[]): ToolResult {
+    const hook = this.hook;
+    return hook ? hook(argv, () => this.program(argv)) : this.program(argv);
+  }
+
+  private program(argv: readonly string[]): ToolResult {
     const [cmd = '', ...args] = argv;
     switch (programName(cmd)) {
       case 'ip':
