@@ -31,6 +31,7 @@ const suites: Record<string, () => Promise<Suite>> = {
   cost: async () => (await import('./cost.js')).suite,
   memory: async () => (await import('./memory.js')).suite,
   gc: async () => (await import('./gc.js')).suite,
+  'exec-cost': async () => (await import('./exec-cost.js')).suite,
 };
 
 async function main(argv: readonly string[]): Promise<number> {

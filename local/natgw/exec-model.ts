@@ -43,16 +43,17 @@ export interface CommandCosts {
 
 /**
  * Measured in this machine's network-namespace gateway with kube-ovn 1.12.35's nat-gateway.sh
- * (`npm run bench -- exec-cost`, bench/results/exec-cost-netns.json: the median of each program run alone in the
- * pod's namespace, less an exec of `true`, plus one fork and exec from bash). arping's second per probe is iputils'
- * own interval, not this machine's.
+ * (`npm run bench -- exec-cost`, bench/results/exec-cost-netns.json): each program's CPU time (user + system, its
+ * children included) run alone in the pod's namespace, the median of 7 — what it takes on a quiet node; on the busy
+ * shared machine the wall times were 10–40× that. The script's preamble is an unknown op's CPU time less the backend
+ * check's. arping's second per probe is iputils' own interval (measured 1.02 s a probe with the exec around it).
  */
 export const MEASURED_COSTS: Readonly<CommandCosts> = Object.freeze({
-  script: 12,
+  script: 16,
   ip: 3,
   tc: 3,
-  iptables: 4,
-  iptablesSave: 5,
+  iptables: 2,
+  iptablesSave: 2,
   arpingProbe: 1000,
   other: 2,
 });
