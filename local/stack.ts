@@ -33,6 +33,7 @@ import { type Component, componentTokens, labManifests, type Manifest } from './
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
 import { kubeConfigFromFile } from './kubeconfig.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
+import type { ExecModelOptions } from './natgw/exec-model.js';
 import { DEFAULT_RELEASE, type KubeOvnRelease } from './natgw/releases.js';
 import { type NetnsBackendOptions, startNetnsBackend } from './netns/backend.js';
 import { ensureTable } from './table.js';
@@ -92,6 +93,16 @@ export interface LocalStackOptions {
   netnsGateway?: Omit<NetnsBackendOptions, 'log' | 'warn'>;
   /** The kube-ovn release the lab plays: gateway pods, their nat-gateway.sh, the EIP model (default: releases.ts). */
   kubeOvnRelease?: KubeOvnRelease;
+  /**
+   * What an exec into a gateway pod costs (local/natgw/exec-model.ts: start latency, per-command costs, the xtables
+   * lock). Default: nothing, the simulator answers at once; `npm start` asks for a real pod's costs.
+   */
+  execModel?: ExecModelOptions;
+  /**
+   * The handlers' read cache in ms (ADR 0028), as a warm Lambda container keeps it. Default: EIP_READ_CACHE_MS when
+   * set, else 5000 as in Lambda; 0 turns it off.
+   */
+  readCacheMs?: number;
 }
 
 export interface LocalStack {
@@ -169,6 +180,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       ...(dataDir && { dataDir: join(dataDir, 'kube') }),
       ...(gatewayBackend && { gatewayBackend }),
       tokens: Object.values(tokens),
+      ...(options.execModel && { execModel: options.execModel }),
     });
     stops.push(() => api.close());
     await mkdir(dirname(kubeconfig), { recursive: true });
@@ -223,8 +235,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       DYNAMODB_ENDPOINT: dynamo.endpoint,
       EIP_NAMESPACE: NAMESPACE,
       LOG_LEVEL: options.logLevel ?? 'info',
-      // As a warm Lambda container would (ADR 0028) when asked: the e2e benchmark sets it.
-      EIP_READ_CACHE_MS: process.env.EIP_READ_CACHE_MS,
+      // As a warm Lambda container keeps it (ADR 0028): 5 s unless asked otherwise (EIP_READ_CACHE_MS=0: off).
+      EIP_READ_CACHE_MS: String(options.readCacheMs ?? (process.env.EIP_READ_CACHE_MS?.trim() || 5_000)),
     });
     const instance = stackInstance();
     if (dataDir) {

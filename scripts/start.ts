@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { kubeConfigFromFile } from '../local/kubeconfig.js';
+import { type ExecModelOptions, MEASURED_COSTS, type XtablesLock } from '../local/natgw/exec-model.js';
 import { DEFAULT_RELEASE, KUBE_OVN_RELEASES, parseRelease } from '../local/natgw/releases.js';
 import { NetnsRefused } from '../local/netns/backend.js';
 import { isReleaseLine, RELEASE_LINES } from '../local/netns/release.js';
@@ -12,6 +13,8 @@ import { levelFromEnv } from '../shared/observability/log.js';
 import { parseDuration } from './duration.js';
 
 const RELEASES = KUBE_OVN_RELEASES.join(', ');
+/** Exec start latency of `npm start`'s gateways: 50 docker execs one after another took ~3 s (moby/moby#45624). */
+const DEFAULT_EXEC_LATENCY_MS = 60;
 
 const USAGE = `usage: npm start -- [options]
 
@@ -54,8 +57,19 @@ options:
                       gc function does on AWS (default: 30s; 0 turns it off; e.g. 10s, 2m)
   --gc-period DURATION
                       how often allocations of owners that are gone are released (default: 10m; 0 turns it off)
+  --exec-latency MS   how long an exec into a gateway pod takes to start, as through a kubelet (default
+                      ${DEFAULT_EXEC_LATENCY_MS}: 50 docker execs one after another took ~3 s, moby/moby#45624); 0: at once
+  --exec-commands C   what each program an exec runs costs on a simulated gateway: measured (default: this
+                      machine's figures for kube-ovn 1.12's script, e.g. ${MEASURED_COSTS.iptables} ms an iptables run,
+                      1 s an arping probe, so an eip-add takes about 3 s), none, or MS for every program
+  --xtables-lock L    a simulated gateway's iptables runs while another holds the xtables lock: wait
+                      (default, as iptables 1.8.9 does), fail (exit 4, as iptables without -w did before) or none
+                      (local/natgw/README.md#exec-costs)
   --log-level LEVEL   debug, info, warn or error for the JSON logs on stderr (default: warn)
-  -h, --help          show this help`;
+  -h, --help          show this help
+
+The handlers keep a 5 s read cache of ConfigMaps, Subnets and gateways as in Lambda; EIP_READ_CACHE_MS=0 npm start
+turns it off (EIP_READ_CACHE_MS=N: N ms).`;
 
 function fail(message: string): never {
   process.stderr.write(`start: ${message}\n\n${USAGE}\n`);
@@ -86,6 +100,9 @@ async function main(): Promise<void> {
         'kube-ovn-version': { type: 'string' },
         'drift-period': { type: 'string' },
         'gc-period': { type: 'string' },
+        'exec-latency': { type: 'string' },
+        'exec-commands': { type: 'string' },
+        'xtables-lock': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -118,6 +135,7 @@ async function main(): Promise<void> {
       `--kube-ovn-version must be one of ${RELEASES} (a patch release such as 1.15.2 also reads as its line), got "${versionText}"`,
     );
   const netnsGateway = gatewayOption(values, kubeOvnRelease);
+  const execModel = execModelOption(values);
   const level = levelFromEnv(typeof values['log-level'] === 'string' ? values['log-level'] : 'warn');
   const driftRepairMs = periodFlag(values, 'drift-period');
   const gcMs = periodFlag(values, 'gc-period');
@@ -135,6 +153,7 @@ async function main(): Promise<void> {
     ...(gcMs !== undefined && { gcMs }),
     ...(!values['no-dashboard'] && { dashboardPort }),
     ...(netnsGateway && { netnsGateway }),
+    execModel,
   });
   process.stdout.write(
     `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName} kube-ovn=${stack.kubeOvnRelease}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}${stack.dashboardUrl ? ` dashboard=${stack.dashboardUrl}` : ''}\n`,
@@ -167,6 +186,30 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+/** The --exec-* options: what an exec into a gateway pod costs (local/natgw/exec-model.ts). */
+function execModelOption(values: Record<string, string | boolean | undefined>): ExecModelOptions {
+  const latency = values['exec-latency'] ?? String(DEFAULT_EXEC_LATENCY_MS);
+  const startMs = Number(latency);
+  if (typeof latency !== 'string' || !Number.isInteger(startMs) || startMs < 0 || startMs > 60_000)
+    fail(`--exec-latency must be a whole number of ms from 0 to 60000, got "${latency}"`);
+  const c = values['exec-commands'] ?? 'measured';
+  const perCommand = Number(c);
+  if (
+    c !== 'measured' &&
+    c !== 'none' &&
+    !(Number.isInteger(perCommand) && perCommand >= 0 && perCommand <= 60_000)
+  )
+    fail(`--exec-commands must be measured, none or a whole number of ms, got "${c}"`);
+  const lock = values['xtables-lock'] ?? 'wait';
+  if (lock !== 'wait' && lock !== 'fail' && lock !== 'none')
+    fail(`--xtables-lock must be wait, fail or none, got "${lock}"`);
+  return {
+    startMs,
+    commands: c === 'measured' || c === 'none' ? c : perCommand,
+    xtablesLock: lock as XtablesLock,
+  };
 }
 
 /** The --gateway options: undefined for the simulator, the netns backend's options for --gateway=netns. */

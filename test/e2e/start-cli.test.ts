@@ -302,6 +302,26 @@ describe.skipIf(skip)('npm start', () => {
     });
   });
 
+  it("documents the gateway's exec costs and the read cache in --help, and refuses a bad exec option", async () => {
+    const start = (arg: string) =>
+      run(process.execPath, [tsx, join(root, 'scripts/start.ts'), arg], { cwd: root }).catch(
+        (e: { code: number; stdout: string; stderr: string }) => e,
+      );
+    const bad = [
+      ['--exec-latency=soon', '--exec-latency must be a whole number of ms'],
+      ['--exec-commands=cheap', '--exec-commands must be measured, none or a whole number of ms'],
+      ['--xtables-lock=maybe', '--xtables-lock must be wait, fail or none'],
+    ] as const;
+    const [help, ...refused] = await Promise.all([start('--help'), ...bad.map(([arg]) => start(arg))]);
+    expect(help.stdout).toMatch(/--exec-latency MS[\s\S]*default\s+60[\s\S]*moby\/moby#45624/);
+    expect(help.stdout).toContain('--exec-commands C');
+    expect(help.stdout).toContain('--xtables-lock L');
+    expect(help.stdout).toContain('EIP_READ_CACHE_MS=0 npm start');
+    refused.forEach((r, i) => {
+      expect(r).toMatchObject({ code: 2, stderr: expect.stringContaining(bad[i]![1]) });
+    });
+  }, 120_000);
+
   it('refuses a bad argument with usage and exit status 2', async () => {
     const r = await run(process.execPath, [tsx, join(root, 'scripts/start.ts'), '--port', 'eighty'], {
       cwd: root,
