@@ -27,18 +27,25 @@ import { kubeConfigFromFile } from '../local/kubeconfig.js';
 import { memoryLogger } from '../local/memory/logger.js';
 import { type LocalStack, NAMESPACE, startLocalStack } from '../local/stack.js';
 import { endpointOfKubeConfig, KubeRest, USER_AGENT } from '../shared/adapters/k8s/rest.js';
+import { compareRuns, comparisonOf, execGoalsOf } from './lib/e2e-exec.js';
 import { verbAndResource } from './lib/kube-requests.js';
 import type { Suite } from './run.js';
 
 const BENCH_AGENT = 'eip-bench';
 const QOS = 'qos-demo';
 const USAGE =
-  'usage: npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--concurrency=64] [--cache-ms=5000] [--timeout-s=600]';
+  'usage: npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--concurrency=64] [--cache-ms=5000] [--timeout-s=600] [--restart] [--qos] [--exec-latency=0,150] [--exec-commands=none|measured,…]';
 
 export interface E2eOptions {
   n: number;
   /** Also measure an update of every EIP (spec.qosPolicy set; done when status.qosPolicy says so). */
   update?: boolean;
+  /** Create the EIPs with the demo QoS policy (so a restart has QoS to restore too). */
+  qos?: boolean;
+  /** Then `kill 1` on every gateway container, and measure until every address and QoS filter is back. */
+  restart?: boolean;
+  /** What an exec into a gateway pod costs (local/natgw/exec-model.ts): start latency and per-command costs. */
+  exec?: { latencyMs: number; commands: 'none' | 'measured' };
   gateways: number;
   concurrency: number;
   cacheMs: number;
@@ -72,6 +79,14 @@ export interface E2eResult {
   options: E2eOptions;
   add: Phase;
   update?: Phase;
+  /** After `kill 1` on every gateway: until each EIP's address and QoS filters are on its gateway again. */
+  restart?: Phase & {
+    /** Execs into gateway containers the model counted during the phase (the handlers' and everyone else's). */
+    gatewayExecs: number;
+    /** Addresses and QoS filters compared (all of them back when done = n). */
+    addresses: number;
+    qosFilters: number;
+  };
   delete: Phase;
   duplicates: number;
   notReady: number;
@@ -86,7 +101,17 @@ function percentiles(xs: number[]): Phase['perEip'] {
   return { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: s[s.length - 1] ?? 0 };
 }
 
-function parseArgs(args: readonly string[]): E2eOptions {
+export type ExecCost = NonNullable<E2eOptions['exec']>;
+
+/**
+ * The command line: the run's options and the exec costs to run it with, one run each (`--exec-latency=0,150`;
+ * `--exec-commands` one value for all or one per latency). Without either, one run with the instant simulator.
+ * @throws UsageError
+ */
+export function parseE2eArgs(args: readonly string[]): {
+  options: E2eOptions;
+  execs: ExecCost[] | undefined;
+} {
   const get = (k: string) => args.find((a) => a.startsWith(`--${k}=`))?.split('=')[1];
   const quick = args.includes('--quick');
   const num = (k: string, d: number, min: number, max: number): number => {
@@ -95,12 +120,39 @@ function parseArgs(args: readonly string[]): E2eOptions {
       throw new UsageError(`--${k} must be an integer from ${min} to ${max}, got "${get(k)}"\n${USAGE}`);
     return v;
   };
-  return {
+  const options: E2eOptions = {
     n: num('n', quick ? 40 : 1000, 1, 60_000),
     gateways: num('gateways', 1, 1, 100),
     concurrency: num('concurrency', 64, 1, 1000),
     cacheMs: num('cache-ms', 5000, 0, 60_000),
     timeoutMs: num('timeout-s', quick ? 120 : 600, 1, 3600) * 1000,
+    ...(args.includes('--restart') && { restart: true }),
+    ...(args.includes('--qos') && { qos: true }),
+  };
+  const latencies = get('exec-latency')?.split(',');
+  const commands = get('exec-commands')?.split(',');
+  if (!latencies && !commands) return { options, execs: undefined };
+  const ms = (latencies ?? ['0']).map((v) => {
+    const x = Number(v);
+    if (v === '' || !Number.isInteger(x) || x < 0 || x > 60_000)
+      throw new UsageError(
+        `--exec-latency must be whole numbers of ms from 0 to 60000, got "${v}"\n${USAGE}`,
+      );
+    return x;
+  });
+  const cs = commands ?? ['none'];
+  if (cs.length !== 1 && cs.length !== ms.length)
+    throw new UsageError(
+      `--exec-commands takes one value, or one per --exec-latency (${ms.length}), got ${cs.length}\n${USAGE}`,
+    );
+  return {
+    options,
+    execs: ms.map((latencyMs, i) => {
+      const c = cs.length === 1 ? cs[0] : cs[i];
+      if (c !== 'none' && c !== 'measured')
+        throw new UsageError(`--exec-commands must be none or measured, got "${c}"\n${USAGE}`);
+      return { latencyMs, commands: c };
+    }),
   };
 }
 
@@ -177,6 +229,10 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       say: (l) => process.stderr.write(`e2e: ${l}\n`),
       resyncMs: 3_600_000,
       driftRepairMs: 0,
+      readCacheMs: options.cacheMs,
+      ...(options.exec && {
+        execModel: { startMs: options.exec.latencyMs, commands: options.exec.commands },
+      }),
     });
     const kc = kubeConfigFromFile(stack.kubeconfig);
     const endpoint = await endpointOfKubeConfig(kc);
@@ -247,9 +303,11 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
     );
 
     const phase = async (
-      kind: 'add' | 'update' | 'delete',
+      kind: 'add' | 'update' | 'restart' | 'delete',
       send: (name: string) => Promise<void>,
       seen: Map<string, number>,
+      /** Instead of one request per EIP: one start for all (their clock starts then), and a check run while waiting. */
+      custom?: { start(): Promise<void>; poll(): void },
     ): Promise<Phase> => {
       // The local API keeps its last 5,000 requests: collect them as the phase goes, not only at its end.
       const seenRecords = new Set<object>(stack!.api.requests.all());
@@ -276,16 +334,22 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
         last = now;
         collect();
         progress(
-          `e2e ${kind}: ${sentAt.size}/${options.n} sent, ${done()}/${options.n} ${{ add: 'Ready', update: 'updated', delete: 'gone' }[kind]}, ${((now - t0) / 1000).toFixed(1)} s`,
+          `e2e ${kind}: ${sentAt.size}/${options.n} sent, ${done()}/${options.n} ${{ add: 'Ready', update: 'updated', restart: 'back', delete: 'gone' }[kind]}, ${((now - t0) / 1000).toFixed(1)} s`,
         );
       };
-      await inPool(names, options.concurrency, async (name) => {
-        sentAt.set(name, performance.now());
-        await send(name);
-        tick();
-      });
+      if (custom) {
+        for (const name of names) sentAt.set(name, t0);
+        await custom.start();
+      } else {
+        await inPool(names, options.concurrency, async (name) => {
+          sentAt.set(name, performance.now());
+          await send(name);
+          tick();
+        });
+      }
       const deadline = t0 + options.timeoutMs;
       while (done() < options.n && performance.now() < deadline) {
+        custom?.poll();
         tick();
         await sleep(50);
       }
@@ -353,7 +417,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
           apiVersion: 'kubeovn.io/v1',
           kind: 'IptablesEIP',
           metadata: { name },
-          spec: { natGwDp: `gw${(i % options.gateways) + 1}` },
+          spec: { natGwDp: `gw${(i % options.gateways) + 1}`, ...(options.qos && { qosPolicy: QOS }) },
         });
       },
       watch.ready,
@@ -376,10 +440,20 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
         )
       : undefined;
 
+    const restart = options.restart
+      ? await restartPhase(stack, rest, names, watch.ips, options.gateways, phase)
+      : undefined;
+
     const del = await phase(
       'delete',
       async (name) => {
-        await rest.request('DELETE', `/apis/kubeovn.io/v1/iptables-eips/${name}`);
+        // After a long quiet phase (a restart) the kept-alive socket may be one the server closed while idle: the
+        // client refuses to resend a write on its own, and this one was never received, so send it again.
+        const del = () => rest.request('DELETE', `/apis/kubeovn.io/v1/iptables-eips/${name}`);
+        await del().catch((e: { staleSocket?: boolean }) => {
+          if (e.staleSocket) return del();
+          throw e;
+        });
       },
       watch.gone,
     );
@@ -387,6 +461,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       options,
       add,
       ...(update && { update }),
+      ...(restart && { restart }),
       delete: del,
       duplicates,
       notReady,
@@ -399,6 +474,88 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
     else process.env.EIP_READ_CACHE_MS = previousCache;
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+type PhaseRunner = (
+  kind: 'restart',
+  send: (name: string) => Promise<void>,
+  seen: Map<string, number>,
+  custom: { start(): Promise<void>; poll(): void },
+) => Promise<Phase>;
+
+/**
+ * `kill 1` on every gateway container (through pods/exec, as `kubectl exec … -- kill 1`), then until every EIP's
+ * address is on its gateway's net1 again with the QoS filters it had before.
+ */
+async function restartPhase(
+  stack: LocalStack,
+  rest: KubeRest,
+  names: string[],
+  ips: Map<string, string>,
+  gatewayCount: number,
+  phase: PhaseRunner,
+): Promise<NonNullable<E2eResult['restart']>> {
+  const pods = Array.from({ length: gatewayCount }, (_, g) => `vpc-nat-gw-gw${g + 1}-0`);
+  // EIP name → its gateway's pod: the EIPs were spread round-robin over the gateways.
+  const gateways = new Map(names.map((n, i) => [n, pods[i % pods.length]!]));
+  const simOf = (pod: string) => stack.api.gateways.get(NAMESPACE, pod);
+  const filtersOf = (pod: string) => {
+    const byIp = new Map<string, string[]>();
+    for (const f of simOf(pod)?.tcFilters() ?? [])
+      byIp.set(f.ip, [...(byIp.get(f.ip) ?? []), `${f.direction} ${f.rate} ${f.burst}`].sort());
+    return byIp;
+  };
+  const want = new Map<string, { address: string; filters: string }>();
+  const beforeFilters = new Map(pods.map((p) => [p, filtersOf(p)]));
+  let qosFilters = 0;
+  for (const name of names) {
+    const ip = ips.get(name);
+    if (!ip) continue;
+    const f = beforeFilters.get(gateways.get(name)!)?.get(ip) ?? [];
+    qosFilters += f.length;
+    want.set(name, { address: `${ip}/16`, filters: f.join(',') });
+  }
+  const restarts0 = new Map(pods.map((p) => [p, simOf(p)?.restarts ?? 0]));
+  const seen = new Map<string, number>();
+  const execs0 = stack.api.execModel.stats().execs;
+  const result = await phase('restart', async () => undefined, seen, {
+    start: async () => {
+      await Promise.all(pods.map((p) => execIn(rest, p, ['kill', '1'])));
+    },
+    poll: () => {
+      const now = performance.now();
+      for (const pod of pods) {
+        const sim = simOf(pod);
+        if (!sim || sim.restarts === restarts0.get(pod) || !sim.initialised) continue;
+        const addresses = new Set(sim.net1Addresses());
+        const filters = filtersOf(pod);
+        for (const [name, w] of want) {
+          if (seen.has(name) || gateways.get(name) !== pod) continue;
+          const ip = w.address.split('/')[0]!;
+          if (addresses.has(w.address) && (filters.get(ip) ?? []).join(',') === w.filters)
+            seen.set(name, now);
+        }
+      }
+    },
+  });
+  return {
+    ...result,
+    gatewayExecs: stack.api.execModel.stats().execs - execs0 - pods.length,
+    addresses: want.size,
+    qosFilters,
+  };
+}
+
+/** One exec through the local API as this benchmark's own client; resolves when it ends (kill 1: exit 137). */
+function execIn(rest: KubeRest, pod: string, argv: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    rest
+      .exec(NAMESPACE, pod, 'vpc-nat-gw', argv, { stdout: () => {}, stderr: () => {}, status: () => {} })
+      .then((ws) => {
+        ws.on('close', () => resolve());
+        ws.on('error', reject);
+      }, reject);
+  });
 }
 
 function sleep(ms: number): Promise<void> {
@@ -416,11 +573,21 @@ function render(r: E2eResult): string {
   ];
   const goals = goalsOf(r);
   return [
-    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, read cache ${r.options.cacheMs} ms; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
+    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, read cache ${r.options.cacheMs} ms${r.options.exec ? `, exec latency ${r.options.exec.latencyMs} ms with ${r.options.exec.commands === 'measured' ? 'the measured' : 'no'} per-command costs` : ''}${r.options.qos ? ', with QoS' : ''}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
     '',
     ...p(r.add, 'add (until Ready)'),
     '',
     ...(r.update ? [...p(r.update, 'update (until status.qosPolicy)'), ''] : []),
+    ...(r.restart
+      ? [
+          ...p(
+            r.restart,
+            `restart (kill 1 on every gateway, until ${r.restart.addresses} addresses and ${r.restart.qosFilters} QoS filters are back)`,
+          ),
+          `  execs into gateway containers during the restart, everyone's: ${r.restart.gatewayExecs}`,
+          '',
+        ]
+      : []),
     ...p(r.delete, 'delete (until gone)'),
     '',
     `duplicates ${r.duplicates}, not Ready ${r.notReady}, dead letters ${r.deadLetters}`,
@@ -454,22 +621,39 @@ export function goalsOf(r: E2eResult): { goal: string; met: boolean; actual: str
 
 export const suite: Suite = {
   description:
-    'N EIPs created and deleted at once on the local stack: time to Ready, requests per add, duplicates',
+    'N EIPs created and deleted at once on the local stack: time to Ready, requests per add, duplicates; with --restart a gateway restart, with --exec-latency real exec costs',
   usage: USAGE,
   async run(args) {
-    const options = parseArgs(args);
-    const result = await runE2e(options);
+    const { options, execs } = parseE2eArgs(args);
+    const results: E2eResult[] = [];
+    for (const exec of execs ?? [undefined]) {
+      if (exec)
+        process.stderr.write(`e2e: exec latency ${exec.latencyMs} ms, per-command costs ${exec.commands}\n`);
+      results.push(await runE2e({ ...options, ...(exec && { exec }) }));
+    }
+    const meta = {
+      suite: 'e2e',
+      date: new Date().toISOString(),
+      node: process.version,
+      cpus: cpus().length,
+      loadAverageAtEnd: loadavg().map((x) => Math.round(x * 100) / 100),
+    };
+    if (!execs && !options.restart) {
+      const result = results[0]!;
+      return {
+        table: render(result),
+        file: args.includes('--quick') ? 'e2e-quick.json' : `e2e-${options.n}-${options.gateways}gw.json`,
+        json: { ...meta, ...result, goals: goalsOf(result) },
+      };
+    }
     return {
-      table: render(result),
-      file: args.includes('--quick') ? 'e2e-quick.json' : `e2e-${options.n}-${options.gateways}gw.json`,
+      table: [compareRuns(results), '', ...results.map(render)].join('\n\n'),
+      file: 'e2e-exec.json',
       json: {
-        suite: 'e2e',
-        date: new Date().toISOString(),
-        node: process.version,
-        cpus: cpus().length,
-        loadAverageAtEnd: loadavg().map((x) => Math.round(x * 100) / 100),
-        ...result,
-        goals: goalsOf(result),
+        ...meta,
+        comparison: comparisonOf(results),
+        execGoals: execGoalsOf(results),
+        runs: results.map((r) => ({ ...r, goals: goalsOf(r) })),
       },
     };
   },

@@ -5,6 +5,7 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parseE2eArgs } from '../../bench/e2e.js';
 
 const root = join(import.meta.dirname, '../..');
 const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
@@ -21,7 +22,7 @@ function script(path: string, args: string[]): Promise<{ code: number; stdout: s
 const bench = (...args: string[]) => script('bench/run.ts', args);
 
 describe('npm run bench', { timeout: 60_000 }, () => {
-  it.each(['ipam', 'lambda', 'e2e', 'cost', 'memory'])(
+  it.each(['ipam', 'lambda', 'e2e', 'cost', 'memory', 'exec-cost'])(
     '%s --help prints its usage and exits 0',
     async (suite) => {
       const r = await bench(suite, '--help');
@@ -53,6 +54,59 @@ describe('npm run bench', { timeout: 60_000 }, () => {
     const unknown = await bench('nope');
     expect(unknown.code).toBe(2);
   });
+});
+
+describe('npm run bench -- e2e: the exec-cost and restart options', () => {
+  it('runs once with the instant simulator when no exec cost is asked for', () => {
+    expect(parseE2eArgs(['--n=10'])).toEqual({
+      options: { n: 10, gateways: 1, concurrency: 64, cacheMs: 5000, timeoutMs: 600_000 },
+      execs: undefined,
+    });
+  });
+
+  it('runs once per --exec-latency, each with the one --exec-commands given or its own', () => {
+    expect(parseE2eArgs(['--exec-latency=0,150']).execs).toEqual([
+      { latencyMs: 0, commands: 'none' },
+      { latencyMs: 150, commands: 'none' },
+    ]);
+    expect(parseE2eArgs(['--exec-latency=0,150', '--exec-commands=measured']).execs).toEqual([
+      { latencyMs: 0, commands: 'measured' },
+      { latencyMs: 150, commands: 'measured' },
+    ]);
+    expect(parseE2eArgs(['--exec-latency=0,150,150', '--exec-commands=none,none,measured']).execs).toEqual([
+      { latencyMs: 0, commands: 'none' },
+      { latencyMs: 150, commands: 'none' },
+      { latencyMs: 150, commands: 'measured' },
+    ]);
+    expect(parseE2eArgs(['--exec-commands=measured']).execs).toEqual([
+      { latencyMs: 0, commands: 'measured' },
+    ]);
+  });
+
+  it('takes --restart and --qos as flags', () => {
+    expect(parseE2eArgs(['--quick', '--restart', '--qos']).options).toMatchObject({
+      n: 40,
+      restart: true,
+      qos: true,
+    });
+  });
+
+  it.each([
+    [['--exec-latency=fast'], '--exec-latency must be whole numbers of ms from 0 to 60000, got "fast"'],
+    [['--exec-latency=0,'], '--exec-latency must be whole numbers of ms from 0 to 60000, got ""'],
+    [['--exec-latency=-5'], 'got "-5"'],
+    [['--exec-latency=0,150', '--exec-commands=none,none,none'], 'one per --exec-latency (2), got 3'],
+    [['--exec-commands=cheap'], '--exec-commands must be none or measured, got "cheap"'],
+  ])('refuses %j', (args, message) => {
+    expect(() => parseE2eArgs(args)).toThrow(message);
+  });
+
+  it('refuses a bad exec latency on the command line with exit 2 before starting anything', async () => {
+    const r = await bench('e2e', '--restart', '--exec-latency=0,soon');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--exec-latency must be whole numbers of ms');
+    expect(r.stderr).toContain('[--restart]');
+  }, 60_000);
 });
 
 describe('scripts/build-bridge.ts', { timeout: 60_000 }, () => {
