@@ -19,11 +19,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { ExecModel, MEASURED_COSTS } from '../local/natgw/exec-model.js';
 import { NatGatewaySim } from '../local/natgw/sim.js';
 import { type NetnsBackend, startNetnsBackend } from '../local/netns/backend.js';
 import { preflight, stateDirOf } from '../local/netns/host.js';
+import { readScriptSet } from '../local/netns/release.js';
 import { NAT_GATEWAY_SCRIPT } from '../shared/domain/kube-ovn.js';
 import {
   controllerExec,
@@ -55,7 +56,8 @@ interface Measured {
 }
 
 export interface ExecCostResult {
-  scripts: string;
+  /** The script that ran, by its release directory's name (e.g. v1.12.35/nat-gateway.sh), not the host's path. */
+  script: string;
   runs: number;
   /** An exec of `true` through the backend: the floor of every wall time below. */
   floorMs: number;
@@ -266,7 +268,9 @@ async function measure(args: readonly string[]): Promise<ExecCostResult> {
       iptablesSave: c('iptables-legacy-save -t nat'),
       arpingProbe: Math.round((programs['arping -c 3 -D (no answer)']!.ms + floor) / 3),
     };
-    return { scripts: scripts!, runs, floorMs: floor, programs, ops, together, derived };
+    const dir = (await readScriptSet(scripts!)).dirs['1.12'];
+    const script = `${dir ? basename(dir) : '1.12'}/nat-gateway.sh`;
+    return { script, runs, floorMs: floor, programs, ops, together, derived };
   } finally {
     await backend.close();
   }
@@ -275,7 +279,7 @@ async function measure(args: readonly string[]): Promise<ExecCostResult> {
 function render(r: ExecCostResult): string {
   const row = (k: string, v: string) => `  ${k.padEnd(38)} ${v}`;
   return [
-    `kube-ovn 1.12's nat-gateway.sh (${r.scripts}) in a network namespace; median of ${r.runs}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
+    `kube-ovn's ${r.script} in a network namespace; median of ${r.runs}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
     `an exec of true through the backend (the floor): ${r.floorMs} ms`,
     '',
     'each program alone (ms): wall time less the floor, CPU time',

@@ -13,7 +13,7 @@ import { levelFromEnv } from '../shared/observability/log.js';
 import { parseDuration } from './duration.js';
 
 const RELEASES = KUBE_OVN_RELEASES.join(', ');
-/** Exec start latency of `npm start`'s gateways: 50 docker execs one after another took ~3 s (moby/moby#45624). */
+/** Exec start latency of `npm start`'s gateways: 50 docker execs started at once, serialised by dockerd, took ~3 s (moby/moby#45624). */
 const DEFAULT_EXEC_LATENCY_MS = 60;
 
 const USAGE = `usage: npm start -- [options]
@@ -58,10 +58,11 @@ options:
   --gc-period DURATION
                       how often allocations of owners that are gone are released (default: 10m; 0 turns it off)
   --exec-latency MS   how long an exec into a gateway pod takes to start, as through a kubelet (default
-                      ${DEFAULT_EXEC_LATENCY_MS}: 50 docker execs one after another took ~3 s, moby/moby#45624); 0: at once
+                      ${DEFAULT_EXEC_LATENCY_MS}: 50 docker execs serialised by dockerd in ~3 s, moby/moby#45624); 0: at once
   --exec-commands C   what each program an exec runs costs on a simulated gateway: measured (default: this
                       machine's figures for kube-ovn 1.12's script, e.g. ${MEASURED_COSTS.iptables} ms an iptables run,
-                      1 s an arping probe, so an eip-add takes about 3 s), none, or MS for every program
+                      1 s an arping probe, so an eip-add takes about 6 s on 1.12, 3 s on 1.13+), none, or MS for
+                      every program
   --xtables-lock L    a simulated gateway's iptables runs while another holds the xtables lock: wait
                       (default, as iptables 1.8.9 does), fail (exit 4, as iptables without -w did before) or none
                       (local/natgw/README.md#exec-costs)

@@ -43,10 +43,10 @@ export interface CommandCosts {
 
 /**
  * Measured in this machine's network-namespace gateway with kube-ovn 1.12.35's nat-gateway.sh
- * (`npm run bench -- exec-cost`, bench/results/exec-cost-netns.json): each program's CPU time (user + system, its
- * children included) run alone in the pod's namespace, the median of 7 — what it takes on a quiet node; on the busy
- * shared machine the wall times were 10–40× that. The script's preamble is an unknown op's CPU time less the backend
- * check's. arping's second per probe is iputils' own interval (measured 1.02 s a probe with the exec around it).
+ * (`npm run bench -- exec-cost`, bench/results/exec-cost-netns.json, its `derived` figures): the median CPU time
+ * (user + system) of each program run alone in the pod's namespace; `script` is the preamble's (an unknown op) less
+ * its backend check, which is charged as an iptables run. arping's second per probe is iputils' own interval, not
+ * this machine's (measured: 1.02 s a probe, the exec's own overhead included).
  */
 export const MEASURED_COSTS: Readonly<CommandCosts> = Object.freeze({
   script: 16,

@@ -13,6 +13,7 @@
  * `exec-cost` bench (bench/results/exec-cost-netns.json) puts the model's prediction beside the real script's times.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import {
   commandMs,
@@ -89,6 +90,17 @@ describe('exec model on a fake clock', () => {
       100 + c.iptables + c.script + c.iptablesSave + 2 * c.other + 4 * c.ip + 6 * c.arpingProbe;
     expect(r!.ms).toBe(expected);
     expect(sim.net1Addresses()).toContain('172.18.0.10/16');
+  });
+
+  it('uses the per-command costs the exec-cost bench derived from the real script (arping: iputils’ second)', () => {
+    const results = JSON.parse(
+      readFileSync(new URL('../../bench/results/exec-cost-netns.json', import.meta.url), 'utf8'),
+    ) as { derived: Record<string, number> };
+    const { arpingProbe, ...derived } = results.derived;
+    const { arpingProbe: probe, other: _other, ...costs } = MEASURED_COSTS;
+    expect(costs).toEqual(derived);
+    expect(probe).toBe(1000);
+    expect(Math.abs(arpingProbe! - probe)).toBeLessThan(50);
   });
 
   it('costs one arping round trip when duplicate address detection gets an answer', () => {
