@@ -505,7 +505,7 @@ async function restartPhase(
       byIp.set(f.ip, [...(byIp.get(f.ip) ?? []), `${f.direction} ${f.rate} ${f.burst}`].sort());
     return byIp;
   };
-  const want = new Map<string, { address: string; filters: string }>();
+  const want = new Map<string, { ip: string; address: string; filters: string }>();
   const beforeFilters = new Map(pods.map((p) => [p, filtersOf(p)]));
   let qosFilters = 0;
   for (const name of names) {
@@ -513,10 +513,21 @@ async function restartPhase(
     if (!ip) continue;
     const f = beforeFilters.get(gateways.get(name)!)?.get(ip) ?? [];
     qosFilters += f.length;
-    want.set(name, { address: `${ip}/16`, filters: f.join(',') });
+    want.set(name, { ip, address: `${ip}/16`, filters: f.join(',') });
   }
   const restarts0 = new Map(pods.map((p) => [p, simOf(p)?.restarts ?? 0]));
   const seen = new Map<string, number>();
+  /** Marks the EIPs of `pod` whose address and QoS filters are back, once its container restarted and ran init. */
+  const markBack = (pod: string, now: number) => {
+    const sim = simOf(pod);
+    if (!sim || sim.restarts === restarts0.get(pod) || !sim.initialised) return;
+    const addresses = new Set(sim.net1Addresses());
+    const filters = filtersOf(pod);
+    for (const [name, w] of want) {
+      if (seen.has(name) || gateways.get(name) !== pod) continue;
+      if (addresses.has(w.address) && (filters.get(w.ip) ?? []).join(',') === w.filters) seen.set(name, now);
+    }
+  };
   const execs0 = stack.api.execModel.stats().execs;
   const result = await phase('restart', async () => undefined, seen, {
     start: async () => {
@@ -524,18 +535,7 @@ async function restartPhase(
     },
     poll: () => {
       const now = performance.now();
-      for (const pod of pods) {
-        const sim = simOf(pod);
-        if (!sim || sim.restarts === restarts0.get(pod) || !sim.initialised) continue;
-        const addresses = new Set(sim.net1Addresses());
-        const filters = filtersOf(pod);
-        for (const [name, w] of want) {
-          if (seen.has(name) || gateways.get(name) !== pod) continue;
-          const ip = w.address.split('/')[0]!;
-          if (addresses.has(w.address) && (filters.get(ip) ?? []).join(',') === w.filters)
-            seen.set(name, now);
-        }
-      }
+      for (const pod of pods) markBack(pod, now);
     },
   });
   return {
