@@ -5,7 +5,8 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parseE2eArgs } from '../../bench/e2e.js';
+import { type E2eResult, type ExecCost, type Phase, parseE2eArgs } from '../../bench/e2e.js';
+import { compareRuns, comparisonOf, execGoalsOf } from '../../bench/lib/e2e-exec.js';
 
 const root = join(import.meta.dirname, '../..');
 const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
@@ -99,6 +100,64 @@ describe('npm run bench -- e2e: the exec-cost and restart options', () => {
     [['--exec-commands=cheap'], '--exec-commands must be none or measured, got "cheap"'],
   ])('refuses %j', (args, message) => {
     expect(() => parseE2eArgs(args)).toThrow(message);
+  });
+
+  /** A run's result with only what the comparison reads. */
+  const run = (
+    exec: ExecCost | undefined,
+    add: { seconds: number; exec: number },
+    restart?: { seconds: number; exec: number; done?: number },
+  ): E2eResult => {
+    const phase = (seconds: number, exec: number, done = 1000) =>
+      ({ seconds, done, kube: { perEip: 5.01, exec }, dynamo: { perEip: 3 } }) as unknown as Phase;
+    return {
+      options: { n: 1000, gateways: 1, concurrency: 64, cacheMs: 5000, timeoutMs: 1, ...(exec && { exec }) },
+      add: phase(add.seconds, add.exec),
+      ...(restart && {
+        restart: {
+          ...phase(restart.seconds, restart.exec, restart.done),
+          gatewayExecs: 1001,
+          addresses: 1000,
+        },
+      }),
+      delete: phase(9, 1),
+    } as E2eResult;
+  };
+
+  it('compares each run with the 0 ms run of the same per-command costs, and states the exec goals', () => {
+    const results = [
+      run({ latencyMs: 0, commands: 'none' }, { seconds: 10, exec: 1 }, { seconds: 2, exec: 0.01 }),
+      run({ latencyMs: 0, commands: 'measured' }, { seconds: 40, exec: 1 }),
+      run({ latencyMs: 150, commands: 'none' }, { seconds: 25, exec: 1 }, { seconds: 9, exec: 1 }),
+      run({ latencyMs: 150, commands: 'measured' }, { seconds: 60, exec: 0.1 }),
+    ];
+    const c = comparisonOf(results);
+    expect(c.map((x) => [x.run, x.ratios.readyOverZeroMs])).toEqual([
+      ['0 ms', 1],
+      ['0 ms + commands', 1],
+      ['150 ms', 2.5],
+      ['150 ms + commands', 1.5],
+    ]);
+    expect(c[2]!.ratios).toMatchObject({ restartOverReady: 0.36, execsPerEipRestart: 1 });
+    expect(c[2]!.absolute).toMatchObject({
+      execsRestart: 1000,
+      gatewayExecsRestart: 1001,
+      zeroMsReadySeconds: 10,
+    });
+    expect(execGoalsOf(results).map((g) => [g.run, g.met, g.actual])).toEqual([
+      ['0 ms', true, '1000/1000 back with 10 execs in 2 s = 20 % of 10 s'],
+      ['150 ms', false, '1000/1000 back with 1000 execs in 9 s = 36 % of 25 s'],
+      ['150 ms', false, '1000/1000 Ready with 1000 execs in 25 s = 2.5x 10 s'],
+      ['150 ms + commands', true, '1000/1000 Ready with 100 execs in 60 s = 1.5x 40 s'],
+    ]);
+    const table = compareRuns(results).split('\n');
+    // The ratios come first, each with the figures it is made of beside it.
+    expect(table[2]).toMatch(
+      /^ {2}restart \/ time to all Ready +0\.2 \(2 s \/ 10 s\) +- +0\.36 \(9 s \/ 25 s\) +-$/,
+    );
+    expect(table.findIndex((l) => l.includes('time to all Ready / the 0 ms run'))).toBeLessThan(
+      table.findIndex((l) => l.includes('API requests per add')),
+    );
   });
 
   it('refuses a bad exec latency on the command line with exit 2 before starting anything', async () => {
