@@ -83,10 +83,17 @@ export interface Phase {
   };
   /** Handler invocations per EIP (events the bridge handed to the sink: one EventBridge event and one Lambda run each). */
   invocations: { perEip: number; byHandler: Record<string, number> };
+  /**
+   * Time the execs into gateway containers took during the phase, per EIP, each from its arrival at the local API's
+   * exec seam to its answer (local/natgw/exec-model.ts): what the callers, mostly the handlers, waited for.
+   */
+  execMsPerEip: number;
 }
 
 export interface E2eResult {
   options: E2eOptions;
+  /** The kube-ovn release the simulated gateways play (local/natgw/releases.ts). */
+  kubeOvnRelease: string;
   add: Phase;
   update?: Phase;
   /** After `kill 1` on every gateway: until each EIP's address and QoS filters are on its gateway again. */
@@ -333,6 +340,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       units.read = 0;
       units.write = 0;
       const out0 = { ...stack!.bridge.stats().eventsOut };
+      const execMs0 = stack!.api.execModel.stats().execMs;
       const sentAt = new Map<string, number>();
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
@@ -416,6 +424,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
           perEip: Math.round(Object.values(byHandler).reduce((a, b) => a + b, 0) * 100) / 100,
           byHandler,
         },
+        execMsPerEip: per(stack!.api.execModel.stats().execMs - execMs0),
       };
     };
 
@@ -469,6 +478,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
     );
     return {
       options,
+      kubeOvnRelease: stack.kubeOvnRelease,
       add,
       ...(update && { update }),
       ...(restart && { restart }),
@@ -577,13 +587,13 @@ function render(r: E2eResult): string {
     `${what}: ${x.done}/${r.options.n} in ${x.seconds} s; per EIP p50 ${(x.perEip.p50 / 1000).toFixed(1)} s, p90 ${(x.perEip.p90 / 1000).toFixed(1)} s, p99 ${(x.perEip.p99 / 1000).toFixed(1)} s; CPU ${x.cpuMsPerEip} ms per EIP (whole process)`,
     `  Kubernetes API requests per EIP by the handlers: ${x.kube.perEip} (+ ${x.kube.exec} exec); bridge and stand-ins: ${x.kubeOthersPerEip}`,
     ...Object.entries(x.kube.byVerbAndResource).map(([k, v]) => `    ${k.padEnd(32)} ${v}`),
-    `  handler invocations per EIP: ${x.invocations.perEip} ${JSON.stringify(x.invocations.byHandler)}`,
+    `  handler invocations per EIP: ${x.invocations.perEip} ${JSON.stringify(x.invocations.byHandler)}; exec time per EIP ${x.execMsPerEip} ms`,
     `  DynamoDB requests per EIP: ${x.dynamo.perEip} (${x.dynamo.readUnits} RCU, ${x.dynamo.writeUnits} WCU)`,
     ...Object.entries(x.dynamo.byOperation).map(([k, v]) => `    ${k.padEnd(32)} ${v}`),
   ];
   const goals = goalsOf(r);
   return [
-    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, read cache ${r.options.cacheMs} ms${r.options.exec ? `, exec latency ${r.options.exec.latencyMs} ms with ${r.options.exec.commands === 'measured' ? 'the measured' : 'no'} per-command costs` : ''}${r.options.qos ? ', with QoS' : ''}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
+    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, read cache ${r.options.cacheMs} ms${r.options.exec ? `, exec latency ${r.options.exec.latencyMs} ms with ${r.options.exec.commands === 'measured' ? 'the measured' : 'no'} per-command costs` : ''}${r.options.qos ? ', with QoS' : ''}; gateways play kube-ovn ${r.kubeOvnRelease}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
     '',
     ...p(r.add, 'add (until Ready)'),
     '',

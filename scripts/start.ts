@@ -4,7 +4,12 @@
 import { parseArgs } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { kubeConfigFromFile } from '../local/kubeconfig.js';
-import { type ExecModelOptions, MEASURED_COSTS, type XtablesLock } from '../local/natgw/exec-model.js';
+import {
+  DEFAULT_EXEC_LATENCY_MS,
+  type ExecModelOptions,
+  MEASURED_COSTS,
+  type XtablesLock,
+} from '../local/natgw/exec-model.js';
 import { DEFAULT_RELEASE, KUBE_OVN_RELEASES, parseRelease } from '../local/natgw/releases.js';
 import { NetnsRefused } from '../local/netns/backend.js';
 import { isReleaseLine, RELEASE_LINES } from '../local/netns/release.js';
@@ -13,8 +18,6 @@ import { levelFromEnv } from '../shared/observability/log.js';
 import { parseDuration } from './duration.js';
 
 const RELEASES = KUBE_OVN_RELEASES.join(', ');
-/** Exec start latency of `npm start`'s gateways: 50 docker execs started at once, serialised by dockerd, took ~3 s (moby/moby#45624). */
-const DEFAULT_EXEC_LATENCY_MS = 60;
 
 const USAGE = `usage: npm start -- [options]
 

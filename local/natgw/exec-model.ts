@@ -58,6 +58,13 @@ export const MEASURED_COSTS: Readonly<CommandCosts> = Object.freeze({
   other: 2,
 });
 
+/**
+ * The start latency `npm start` and the cost bench give an exec into a gateway pod (ADR 0100): 50 docker execs
+ * started at once, serialised by dockerd, took ~3 s (moby/moby#45624); the kubelet's path adds the API server's hop
+ * to the kubelet, not measured here.
+ */
+export const DEFAULT_EXEC_LATENCY_MS = 60;
+
 export const XTABLES_LOCK_HELD =
   'Another app is currently holding the xtables lock. Perhaps you want to use the -w option?\n';
 
@@ -77,6 +84,11 @@ export interface ExecStats {
   /** Execs into gateway containers since the start (or the last reset). */
   execs: number;
   byPod: Record<string, number>;
+  /**
+   * Total time the execs took, each from its arrival to its answer, in ms: what their callers waited for (a handler's
+   * Lambda is billed for it). Execs still running are not in it.
+   */
+  execMs: number;
   /** Total time commands waited for an xtables lock another exec held, in ms. */
   lockWaitMs: number;
   /** iptables runs that failed because the lock was held (xtablesLock fail). */
@@ -182,6 +194,7 @@ export class ExecModel {
   private counts = new Map<string, number>();
   private waited = 0;
   private failures = 0;
+  private busy = 0;
 
   constructor(options: ExecModelOptions = {}) {
     const startMs = options.startMs ?? 0;
@@ -213,6 +226,20 @@ export class ExecModel {
    */
   async exec(pod: string, argv: readonly string[], run: RunExec, simulated: boolean): Promise<ExecOutcome> {
     this.counts.set(pod, (this.counts.get(pod) ?? 0) + 1);
+    const arrived = this.now();
+    try {
+      return await this.costed(pod, argv, run, simulated);
+    } finally {
+      this.busy += this.now() - arrived;
+    }
+  }
+
+  private async costed(
+    pod: string,
+    argv: readonly string[],
+    run: RunExec,
+    simulated: boolean,
+  ): Promise<ExecOutcome> {
     if (this.startMs > 0) await this.sleep(this.startMs);
     const costs = this.costs;
     if (!simulated || !costs) return run(undefined);
@@ -275,6 +302,7 @@ export class ExecModel {
     return {
       execs: [...this.counts.values()].reduce((a, b) => a + b, 0),
       byPod: Object.fromEntries(this.counts),
+      execMs: Math.round(this.busy),
       lockWaitMs: Math.round(this.waited),
       lockFailures: this.failures,
     };
@@ -284,6 +312,7 @@ export class ExecModel {
     this.counts = new Map();
     this.waited = 0;
     this.failures = 0;
+    this.busy = 0;
   }
 
   close(): void {

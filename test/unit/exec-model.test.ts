@@ -75,7 +75,7 @@ describe('exec model on a fake clock', () => {
     const r = await run;
     expect(r.exitCode).toBe(0);
     expect(r.ms).toBe(150);
-    expect(m.stats()).toMatchObject({ execs: 1, byPod: { 'kube-system/gw-0': 1 } });
+    expect(m.stats()).toMatchObject({ execs: 1, byPod: { 'kube-system/gw-0': 1 }, execMs: 150 });
   });
 
   it('adds each program the script runs at its measured cost: 1.12’s eip-add waits six arping probes', async () => {
@@ -133,7 +133,8 @@ describe('exec model on a fake clock', () => {
     // Alone one takes check 10 + bash 10 + iptables-save 10 + iptables-save 10 + iptables -A 10 = 50 ms. Together
     // only the lock holds queue: each backend check waits for the one before, the rest overlaps.
     expect(rs.map((r) => r.ms).sort((a, b) => a - b)).toEqual([50, 60, 70]);
-    expect(m.stats().lockWaitMs).toBeGreaterThan(0);
+    // What the callers waited for in all: each exec from its arrival to its answer.
+    expect(m.stats()).toMatchObject({ execMs: 180, lockWaitMs: 30 });
     expect(sim.natRules().filter((l) => l.startsWith('-A SHARED_SNAT'))).toHaveLength(3);
   });
 
