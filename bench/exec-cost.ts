@@ -73,7 +73,7 @@ export interface ExecCostResult {
 
 /** The model's time for `argv` on a simulator in the state `prepare` gives it, on a virtual clock. */
 async function predict(argv: string[], prepare: (sim: NatGatewaySim) => void): Promise<number> {
-  const sim = new NatGatewaySim({ net1: `${EXT.address}/16`, eth0: `${LAN.address}/24` });
+  const sim = new NatGatewaySim({ release: '1.12', net1: `${EXT.address}/16`, eth0: `${LAN.address}/24` });
   sim.exec(['bash', NAT_GATEWAY_SCRIPT, 'init', `${SERVICE_CIDR},${LAN.gateway}`]);
   prepare(sim);
   let now = 0;

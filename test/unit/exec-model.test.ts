@@ -28,8 +28,9 @@ import { NAT_GATEWAY_SCRIPT } from '../../shared/domain/kube-ovn.js';
 
 const SCRIPT = ['bash', NAT_GATEWAY_SCRIPT];
 
+/** A kube-ovn 1.12 gateway, initialised: the release whose real script the measured costs come from. */
 function gateway(): NatGatewaySim {
-  const sim = new NatGatewaySim({ net1: '172.18.0.254/16', eth0: '10.0.1.254/24' });
+  const sim = new NatGatewaySim({ release: '1.12', net1: '172.18.0.254/16', eth0: '10.0.1.254/24' });
   expect(sim.exec([...SCRIPT, 'init', '10.96.0.0/12,10.0.1.1']).exitCode).toBe(0);
   return sim;
 }
@@ -165,7 +166,7 @@ describe('exec model on a fake clock', () => {
   });
 
   it('makes the script fail the way its exec_cmd does when its rule cannot take the lock (fail)', async () => {
-    const sim = new NatGatewaySim({ net1: '172.18.0.254/16', eth0: '10.0.1.254/24' });
+    const sim = new NatGatewaySim({ release: '1.12', net1: '172.18.0.254/16', eth0: '10.0.1.254/24' });
     const m = model({ commands: 10, xtablesLock: 'fail' });
     // init holds the lock at 0–10 (backend check), then for each of its iptables -N/-A from 30 ms on, 10 ms apart
     // or closer; a snat-add 15 ms later finds it free for its own check (15–25) but not for its -A at 55 ms.
