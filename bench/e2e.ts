@@ -23,7 +23,7 @@
  * benchmark once per value with the lab's exec cost model (ADR 0100: a start latency per exec; `--exec-commands`
  * adds the measured per-command costs, one value for all runs or one per latency), after an unreported warm-up run,
  * and prints the runs side by side, ratios first with their absolute figures beside them, then the exec goals
- * (bench/lib/e2e-exec.ts); JSON: bench/results/e2e-exec.json.
+ * (bench/lib/e2e-exec.ts); JSON: bench/results/e2e-exec-<n>-<g>gw.json (e2e-exec-quick.json with --quick).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -206,11 +206,15 @@ function watchEips(server: URL, token: string, onEvent: () => void) {
             };
           };
           const name = ev.object.metadata.name;
+          const status = ev.object.status;
           if (ev.type === 'DELETED') gone.set(name, performance.now());
-          else if (ev.object.status?.qosPolicy === QOS && !qos.has(name)) qos.set(name, performance.now());
-          else if (ev.object.status?.ready && !ready.has(name)) {
-            ready.set(name, performance.now());
-            if (ev.object.status.ip) ips.set(name, ev.object.status.ip);
+          else {
+            // One status write may say both (an EIP created with a QoS policy becomes Ready with it applied).
+            if (status?.qosPolicy === QOS && !qos.has(name)) qos.set(name, performance.now());
+            if (status?.ready && !ready.has(name)) {
+              ready.set(name, performance.now());
+              if (status.ip) ips.set(name, status.ip);
+            }
           }
           onEvent();
         }
@@ -674,7 +678,9 @@ export const suite: Suite = {
     }
     return {
       table: [compareRuns(results), '', ...results.map(render)].join('\n\n'),
-      file: 'e2e-exec.json',
+      file: args.includes('--quick')
+        ? 'e2e-exec-quick.json'
+        : `e2e-exec-${options.n}-${options.gateways}gw.json`,
       json: {
         ...meta,
         comparison: comparisonOf(results),
