@@ -272,7 +272,8 @@ describe('beside kube-ovn (local lab with the model of its EIP controller)', { t
         const e = (await l.eip(n))!;
         expect(e.status).toMatchObject({ ready: true, ip: addresses[i] });
         expect((await l.deps.ipam.findByOwner(e.metadata.uid)).map((a) => [a.address, a.placement])).toEqual([
-          [addresses[i], { gateway: 'gw1', prefix: 24 }],
+          // The placement records the QoS the address was configured with (none here), as every placement does.
+          [addresses[i], { gateway: 'gw1', prefix: 24, qos: '' }],
         ]);
       }
 
