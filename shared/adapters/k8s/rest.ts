@@ -116,6 +116,15 @@ export async function endpointOfKubeConfig(source: KubeConfigLike): Promise<Kube
   };
 }
 
+/**
+ * How long a kept-alive socket may sit idle before the agent lets it go. Node's agent obeys a server's announced idle
+ * timeout (`Keep-Alive: timeout=N`, as Node's servers and the local API send: the socket goes a second before N)
+ * only when it has a timeout of its own; without one it keeps idle sockets forever and sends the next request on a
+ * socket the server is closing, which resets it. A server that announces nothing (kube-apiserver) is taken to keep
+ * an idle connection at least this long.
+ */
+const IDLE_SOCKET_MS = 30_000;
+
 /** How a request sent on a socket the server had already closed fails. */
 const STALE_SOCKET = new Set(['ECONNRESET', 'EPIPE']);
 
@@ -133,10 +142,12 @@ export class KubeRest {
         ...(e.key !== undefined && { key: e.key }),
         rejectUnauthorized: !e.insecure,
       };
+      // The timeout also reaches a socket in use, where it only emits 'timeout' (nothing here listens): the agent
+      // closes a socket on it only when idle.
       const agent =
         url.protocol === 'http:'
-          ? new HttpAgent({ keepAlive: true })
-          : new HttpsAgent({ keepAlive: true, ...tls });
+          ? new HttpAgent({ keepAlive: true, timeout: IDLE_SOCKET_MS })
+          : new HttpsAgent({ keepAlive: true, timeout: IDLE_SOCKET_MS, ...tls });
       return { url, agent, tls, headers: async () => (e.headers ? await e.headers() : {}) };
     });
     this.resolved.catch(() => {
