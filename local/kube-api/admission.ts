@@ -8,6 +8,7 @@
  */
 import { type CelEnv, celEnv, isCelError, parse, plan } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
+import { RE2JS } from '@bufbuild/re2';
 import type { UserInfo } from './auth.js';
 import { ApiError, type FieldError, fieldInvalid, fieldRequired, status } from './errors.js';
 import { isObject, type JsonObject, type JsonValue, labelsOf, meta } from './json.js';
@@ -51,7 +52,25 @@ export interface AdmissionOutcome {
 
 // ---------------------------------------------------------------------------------------------- CEL
 
-const env: CelEnv = celEnv({ funcs: strings });
+/**
+ * CEL's `matches` with the same RE2 engine, its compiled patterns kept: the library compiles the pattern on every
+ * call, which was half the cost of admitting an exec under infra/rbac/exec-policy.yaml (a `matches` per argv word).
+ * Patterns come from policies, so they are few; the map is emptied should they not be.
+ */
+const regexes = new Map<string, RE2JS>();
+const re2 = {
+  compile(pattern: string): RE2JS {
+    let r = regexes.get(pattern);
+    if (!r) {
+      r = RE2JS.compile(pattern);
+      if (regexes.size >= 256) regexes.clear();
+      regexes.set(pattern, r);
+    }
+    return r;
+  },
+};
+
+const env: CelEnv = celEnv({ funcs: strings, re2 });
 
 type Program = (vars: Record<string, unknown>) => unknown;
 
