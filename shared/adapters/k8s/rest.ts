@@ -10,6 +10,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import WebSocket from 'ws';
 
 /** Sent with every request: API server audit logs and the local API's request log tell this product apart. */
@@ -75,7 +76,8 @@ export interface ExecSocket {
 interface Resolved {
   url: URL;
   agent: HttpAgent | HttpsAgent;
-  tls: Pick<RequestOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized'>;
+  /** For the exec WebSockets: one TLS context made once (tls.connect would parse the CA and keys again for each). */
+  wsTls: Pick<RequestOptions, 'rejectUnauthorized'> & { secureContext?: SecureContext };
   headers(): Promise<Record<string, string>>;
 }
 
@@ -148,7 +150,11 @@ export class KubeRest {
         url.protocol === 'http:'
           ? new HttpAgent({ keepAlive: true, timeout: IDLE_SOCKET_MS })
           : new HttpsAgent({ keepAlive: true, timeout: IDLE_SOCKET_MS, ...tls });
-      return { url, agent, tls, headers: async () => (e.headers ? await e.headers() : {}) };
+      const wsTls =
+        url.protocol === 'http:'
+          ? {}
+          : { secureContext: createSecureContext(tls), rejectUnauthorized: tls.rejectUnauthorized };
+      return { url, agent, wsTls, headers: async () => (e.headers ? await e.headers() : {}) };
     });
     this.resolved.catch(() => {
       this.resolved = undefined; // a failed resolution (say, a missing kubeconfig) is tried again next time
@@ -231,7 +237,7 @@ export class KubeRest {
     url.searchParams.set('tty', 'false');
     const ws = new WebSocket(url, ['v5.channel.k8s.io', 'v4.channel.k8s.io'], {
       headers: { 'User-Agent': USER_AGENT, ...(await c.headers()) },
-      ...c.tls,
+      ...c.wsTls,
     });
     ws.binaryType = 'nodebuffer';
     ws.on('message', (data: Buffer, isBinary: boolean) => {
