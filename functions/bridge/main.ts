@@ -51,6 +51,8 @@ environment:
   STAGE                      the stack's stage, whose alarms watch these metrics (required unless
                              BRIDGE_METRICS=none)
   HEARTBEAT_SECONDS          heartbeat and metrics period; 0 = off (default 60)
+  BRIDGE_COEXISTENCE_CHECK   refuse | warn | off: at start, check that kube-ovn's IPAM stays out of the
+                             dedicated EIP range of each external subnet (default refuse: exit 1 on a conflict)
   AWS_REGION, AWS_*          the AWS SDK's usual settings (endpoints, credentials); the region falls back to
                              AWS_DEFAULT_REGION, then the AWS profile's
   The in-process sink runs the handlers here and needs their settings too (TABLE_NAME, ...).
@@ -145,6 +147,7 @@ async function main(argv: string[]): Promise<void> {
     healthPort: config.healthPort,
     healthHost: config.healthHost,
     statsIntervalMs: config.statsMs,
+    coexistenceCheck: config.coexistenceCheck,
   });
   log.info('bridge started', {
     sink: config.sink,

@@ -10,6 +10,7 @@ import { type EipEvent, eventId } from '../events.js';
 import { jsonLogger } from '../observability/log.js';
 import type { Logger, Metrics } from '../ports.js';
 import { backoffDelay, sleep } from './backoff.js';
+import { CoexistenceConflict, checkCoexistence } from './coexistence.js';
 import { ForeignWriterWatch } from './foreign.js';
 import { startHealthServer } from './health.js';
 import { isTerminating, type KubeObject, nameOf, rvOf, uidOf } from './objects.js';
@@ -60,6 +61,11 @@ export interface BridgeOptions {
   statsIntervalMs?: number;
   /** First delay before restarting a failed watch (doubles up to 30 s). Default 500 ms. */
   restartBackoffMs?: number;
+  /**
+   * The coexistence check at start (shared/bridge/coexistence.ts, ADR 0096): `refuse` (default) does not start on a
+   * conflict between kube-ovn's IPAM and the dedicated EIP range, `warn` logs it and starts, `off` skips the check.
+   */
+  coexistenceCheck?: 'refuse' | 'warn' | 'off';
 }
 
 export interface Bridge {
@@ -122,6 +128,7 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
   const log = (options.log ?? jsonLogger()).child({ component: 'bridge' });
   const namespace = options.namespace ?? 'kube-system';
   const { sink, metrics } = options;
+  await runCoexistenceCheck(options.kubeConfig, namespace, log, options.coexistenceCheck ?? 'refuse');
   const counters = new Counters();
   const tracker = new Tracker();
   const foreign = new ForeignWriterWatch();
@@ -444,4 +451,20 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     idle: () => queue.idle(),
     ...(health && { healthUrl: health.url }),
   };
+}
+
+/** The coexistence check before any watch starts; an API it cannot reach is the informers' problem, not a refusal. */
+async function runCoexistenceCheck(
+  kubeConfig: KubeConfig,
+  namespace: string,
+  log: Logger,
+  mode: 'refuse' | 'warn' | 'off',
+): Promise<void> {
+  if (mode === 'off') return;
+  try {
+    await checkCoexistence(kubeConfig, namespace, log, mode);
+  } catch (e) {
+    if (e instanceof CoexistenceConflict) throw e;
+    log.warn('coexistence check could not run; starting without it', { error: errorText(e) });
+  }
 }

@@ -21,6 +21,7 @@
  * | `HEARTBEAT_SECONDS` | heartbeat and metrics period; 0 = off | `60` |
  * | `STAGE` | the stack's stage: the metrics go to `EipLambdas/<STAGE>`, where its alarms look (ADR 0080); required unless `BRIDGE_METRICS=none` | — |
  * | `AWS_REGION`, `AWS_DEFAULT_REGION` | region of the bus, the functions and CloudWatch; else the AWS profile's (shared/config/region.ts) | required but for the in-process sink without metrics |
+ * | `BRIDGE_COEXISTENCE_CHECK` | the check at start that kube-ovn's IPAM stays out of the dedicated EIP range (ADR 0096): `refuse` a conflict, `warn` and start, `off` | `refuse` |
  *
  * The in-process sink runs the handlers inside the bridge and reads their configuration too (TABLE_NAME, …; see
  * shared/config/config.ts). AWS clients take their credentials from the usual AWS_* variables.
@@ -35,6 +36,8 @@ export const SINKS = ['eventbridge', 'lambda', 'in-process'] as const;
 export type SinkKind = (typeof SINKS)[number];
 export const METRICS_TARGETS = ['cloudwatch', 'emf', 'none'] as const;
 export type MetricsTarget = (typeof METRICS_TARGETS)[number];
+export const COEXISTENCE_CHECKS = ['refuse', 'warn', 'off'] as const;
+export type CoexistenceCheck = (typeof COEXISTENCE_CHECKS)[number];
 
 export interface BridgeConfig {
   kubeconfig?: string;
@@ -58,6 +61,7 @@ export interface BridgeConfig {
   /** Region of the AWS clients (bus, functions, CloudWatch); undefined only when none is used. */
   region?: string;
   heartbeatMs: number;
+  coexistenceCheck: CoexistenceCheck;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -172,6 +176,12 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     METRICS_TARGETS,
     problems,
   );
+  const coexistenceCheck = oneOf(
+    'BRIDGE_COEXISTENCE_CHECK',
+    text('BRIDGE_COEXISTENCE_CHECK') ?? 'refuse',
+    COEXISTENCE_CHECKS,
+    problems,
+  );
   const kubeconfig = kubeconfigOf(env, problems);
   const stage = stageOf(text('STAGE'), metrics, problems);
   const region = regionOf(env, sink, metrics, problems);
@@ -196,5 +206,6 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     metricsNamespace: metricsNamespace(stage),
     ...(region && { region }),
     heartbeatMs,
+    coexistenceCheck,
   });
 }
