@@ -35,6 +35,7 @@ describe('bridge configuration', () => {
       metricsNamespace: 'EipLambdas/prod',
       region: 'eu-west-1',
       heartbeatMs: 60_000,
+      coexistenceCheck: 'refuse',
     });
   });
 
@@ -59,6 +60,17 @@ describe('bridge configuration', () => {
       metrics: 'none',
       metricsNamespace: 'EipLambdas',
     });
+  });
+
+  it('reads the coexistence check mode and refuses an unknown one', () => {
+    expect(
+      loadBridgeConfig({ KUBECONFIG: '/k', ...DEPLOYED, BRIDGE_COEXISTENCE_CHECK: 'warn' }),
+    ).toMatchObject({
+      coexistenceCheck: 'warn',
+    });
+    expect(problemsOf({ KUBECONFIG: '/k', ...DEPLOYED, BRIDGE_COEXISTENCE_CHECK: 'maybe' })).toEqual([
+      expect.stringMatching(/BRIDGE_COEXISTENCE_CHECK must be one of refuse, warn, off/),
+    ]);
   });
 
   it('publishes no metrics by default with the in-process sink, and reads the queue and heartbeat settings', () => {
