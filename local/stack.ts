@@ -24,7 +24,7 @@ import { loadConfig } from '../shared/config/config.js';
 import { jsonLogger, type Level } from '../shared/observability/log.js';
 import type { Deps, Logger } from '../shared/ports.js';
 import { startStandIns } from './controllers/index.js';
-import { type KubeOvnEipMode, startKubeOvnEipModel } from './controllers/kube-ovn-eip.js';
+import { startKubeOvnEipModel } from './controllers/kube-ovn-eip.js';
 import { MetricRecorder } from './dashboard/recorder.js';
 import { type Dashboard, type DriftCheck, OutcomeLog, startDashboard } from './dashboard/server.js';
 import { demoObjects } from './demo.js';
@@ -79,10 +79,10 @@ export interface LocalStackOptions {
   /** Structured logs (handlers, bridge); default: JSON lines on stderr. */
   log?: Logger;
   /**
-   * Run a model of kube-ovn's own IptablesEIP controller beside the product (local/controllers/kube-ovn-eip.ts):
-   * 'workers-on' as kube-ovn ships, 'workers-off' as the documented coexistence mode. Default: none.
+   * Run a model of an unmodified kube-ovn-controller's IptablesEIP path beside the product
+   * (local/controllers/kube-ovn-eip.ts, ADR 0097). Default: off.
    */
-  kubeOvnEipController?: KubeOvnEipMode;
+  kubeOvnEipController?: boolean;
   /** Human progress lines; default: stdout. */
   say?: (line: string) => void;
   /**
@@ -218,13 +218,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       const model = await startKubeOvnEipModel({
         kubeConfig: kubeOvnConfig,
         namespace: NAMESPACE,
-        mode: options.kubeOvnEipController,
         log: (l) => log.info(l),
         release,
       });
       stops.push(() => model.stop());
       say(
-        `kube-ovn: a MODEL of kube-ovn's IptablesEIP controller (${release}'s eip-add) runs beside the product, ${options.kubeOvnEipController === 'workers-on' ? 'with its EIP workers on (it allocates and configures EIPs too: expect conflicts)' : 'with its EIP workers off (the coexistence mode: only gateway re-initialisation redo)'}`,
+        `kube-ovn: a MODEL of an unmodified kube-ovn-controller ${model.release} (its IptablesEIP, gateway-redo and FIP workers) runs beside the product`,
       );
     }
 

@@ -39,12 +39,9 @@ options:
   --kube-ovn-version V the kube-ovn release the lab plays: its gateway pods, their nat-gateway.sh and its
                       controller's gateway initialisation; one of ${RELEASES} (default: ${DEFAULT_RELEASE})
   --with-kube-ovn-eip-controller
-                      also run a MODEL of kube-ovn 1.12's own IptablesEIP controller (its own IPAM, eip-add,
-                      status and finalizer writes as field manager kube-ovn-controller), to see the conflict
-                      with an unmodified kube-ovn and the product's detection of it
-  --with-kube-ovn-eip-workers-off
-                      the same model in the coexistence mode (kube-ovn-controller with its EIP workers off):
-                      only its gateway re-initialisation (status.ready=false and a new status.redo)
+                      also run a MODEL of an unmodified kube-ovn-controller's IptablesEIP path (its queues and
+                      retries, its own IPAM, eip-add, its EIP, gateway-redo and FIP writes as field manager
+                      kube-ovn-controller; local/controllers/README.md)
   --gateway sim|netns  what backs the gateway pods: the simulator (default) or, on Linux as root, network
                       namespaces running kube-ovn's own nat-gateway.sh for real (local/netns/README.md)
   --gateway-scripts DIR
@@ -95,7 +92,6 @@ async function main(): Promise<void> {
         'dashboard-port': { type: 'string' },
         'no-dashboard': { type: 'boolean' },
         'with-kube-ovn-eip-controller': { type: 'boolean' },
-        'with-kube-ovn-eip-workers-off': { type: 'boolean' },
         'log-level': { type: 'string' },
         gateway: { type: 'string' },
         'gateway-scripts': { type: 'string' },
@@ -125,13 +121,7 @@ async function main(): Promise<void> {
     fail(`--dashboard-port must be a port number, got "${values['dashboard-port']}"`);
   if (values['no-dashboard'] && values['dashboard-port'] !== undefined)
     fail('--no-dashboard and --dashboard-port exclude each other');
-  if (values['with-kube-ovn-eip-controller'] && values['with-kube-ovn-eip-workers-off'])
-    fail('--with-kube-ovn-eip-controller and --with-kube-ovn-eip-workers-off exclude each other');
-  const kubeOvnEipController = values['with-kube-ovn-eip-controller']
-    ? ('workers-on' as const)
-    : values['with-kube-ovn-eip-workers-off']
-      ? ('workers-off' as const)
-      : undefined;
+  const kubeOvnEipController = values['with-kube-ovn-eip-controller'] === true;
   const versionText = values['kube-ovn-version'];
   const kubeOvnRelease = typeof versionText === 'string' ? parseRelease(versionText) : DEFAULT_RELEASE;
   if (!kubeOvnRelease)

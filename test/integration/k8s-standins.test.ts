@@ -341,15 +341,19 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
     await mw?.close();
   });
 
-  it('with its workers on: allocates the lowest free address, runs eip-add, and writes spec, status, labels and finalizer as kube-ovn-controller', async () => {
+  // How the model was checked against the real thing: each step below is a line of kube-ovn v1.12.35's
+  // pkg/controller (handleAddIptablesEip → createOrUpdateCrdEip, handleUpdateIptablesEip's deletion branch,
+  // handleUpdateVpcEip, pkg/ipam/subnet.go), read from the tag; test/e2e/coexistence.test.ts runs it per release.
+  it('unfenced, 1.12: lowest free address, eip-add in its shell form, spec, status, labels and its finalizer as kube-ovn-controller; a released address waits', async () => {
     const { startKubeOvnEipModel } = await import('../../local/controllers/kube-ovn-eip.js');
-    model = await startKubeOvnEipModel({
+    const m = await startKubeOvnEipModel({
       kubeConfig: mw.kc,
       namespace: NS,
-      mode: 'workers-on',
+      release: '1.12',
       log: (l) => lines.push(l),
       release: '1.12',
     });
+    model = m;
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-1', { natGwDp: 'gw1' });
     const e = await eventuallyValue(async () => {
       const x = await getEip('ko-1');
@@ -358,16 +362,25 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
     expect(e.status?.ip).toBe('172.18.0.2');
     expect(e.spec.v4ip).toBe('172.18.0.2');
     expect(e.spec.macAddress).toMatch(/^00:00:00(:[0-9a-f]{2}){3}$/);
-    expect(e.metadata.finalizers).toEqual(['kubeovn.io/kube-ovn-controller']);
+    expect(e.metadata.finalizers).toEqual(['kube-ovn-controller']);
     expect(e.metadata.labels).toMatchObject({
       'ovn.kubernetes.io/subnet': EXTERNAL,
       'ovn.kubernetes.io/vpc-nat-gw-name': 'gw1',
       'ovn.kubernetes.io/eip_v4_ip': '172.18.0.2',
     });
-    const writers = e.metadata.managedFields?.map((m) => `${m.manager}/${m.subresource ?? ''}`) ?? [];
+    const writers = e.metadata.managedFields?.map((x) => `${x.manager}/${x.subresource ?? ''}`) ?? [];
     expect(writers).toEqual(expect.arrayContaining(['kube-ovn-controller/', 'kube-ovn-controller/status']));
     const sim = mw.api.gateways.get(NS, 'vpc-nat-gw-gw1-0');
     expect(sim?.net1Addresses()).toContain('172.18.0.2/16');
+    // 1.12 sends `/bin/bash -c "bash /kube-ovn/nat-gateway.sh eip-add <ip>/<len>,<gw>"` (counted once as sent).
+    expect(
+      m
+        .requests()
+        .filter((r) => r.object === 'ko-1')
+        .map((r) => `${r.kind}:${r.outcome}`),
+    ).toEqual(
+      expect.arrayContaining(['exec eip-add:ok', 'spec:ok', 'status:ok', 'labels:ok', 'finalizers:ok']),
+    );
 
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-2', { natGwDp: 'gw1' });
     const second = await eventuallyValue(async () => {
@@ -379,29 +392,31 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
     await mw.custom.deleteClusterCustomObject({ ...g, plural: Plural.eip, name: 'ko-1' });
     await eventuallyValue(async () => (await getEip('ko-1')) === undefined);
     expect(sim?.net1Addresses()).not.toContain('172.18.0.2/16');
-    // The address is free again in the model's IPAM.
+    // kube-ovn's IPAM puts a released address on its released list, handed out only once the free pool is empty.
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-3', { natGwDp: 'gw1' });
     const third = await eventuallyValue(async () => {
       const x = await getEip('ko-3');
       return x?.status?.ready ? x : undefined;
     });
-    expect(third.status?.ip).toBe('172.18.0.2');
-    await model.stop();
+    expect(third.status?.ip).toBe('172.18.0.4');
+    expect(m.ipam()[EXTERNAL]?.map((a) => a.address)).not.toContain('172.18.0.2');
+    await m.stop();
     model = undefined;
   });
 
-  it('with its workers off: touches no EIP until a gateway pod is re-created, then requests a redo as kube-ovn-controller', async () => {
+  it('a re-created gateway pod: ready=false and the pod creation time as redo on its EIPs, then the redo branch puts the address back', async () => {
     const { startKubeOvnEipModel, redoToken } = await import('../../local/controllers/kube-ovn-eip.js');
     model = await startKubeOvnEipModel({
       kubeConfig: mw.kc,
       namespace: NS,
-      mode: 'workers-off',
+      release: '1.12',
       log: (l) => lines.push(l),
       release: '1.12',
     });
-    await createCustom(mw, Plural.eip, 'IptablesEIP', 'off-1', { natGwDp: 'gw1' });
-    await eventuallyValue(() => lines.some((l) => l.includes('kube-ovn eip model (workers-off): started')));
-    expect((await getEip('off-1'))?.status).toBeUndefined();
+    const configured = await eventuallyValue(async () => {
+      const x = await getEip('ko-3');
+      return x?.status?.ready ? x : undefined;
+    });
     const before = await eventuallyValue(() => gatewayPod(mw, 'gw1'));
     await mw.core.deleteNamespacedPod({ namespace: NS, name: 'vpc-nat-gw-gw1-0' });
     const after = await eventuallyValue(async () => {
@@ -409,12 +424,15 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
       return p && p.metadata?.uid !== before.metadata?.uid && p.status?.phase === 'Running' ? p : undefined;
     });
     const token = redoToken(after.metadata?.creationTimestamp);
-    const e = await eventuallyValue(async () => {
-      const x = await getEip('off-1');
-      return x?.status?.redo === token ? x : undefined;
-    });
-    expect(e.status?.ready).toBe(false);
-    expect(e.metadata.finalizers ?? []).toEqual([]);
-    expect(e.status?.ip).toBeUndefined();
+    const e = await eventuallyValue(
+      async () => {
+        const x = await getEip('ko-3');
+        return x?.status?.redo === token && x.status.ready ? x : undefined;
+      },
+      { timeoutMs: 30_000 },
+    );
+    expect(e.status?.ip).toBe(configured.status?.ip);
+    const sim = await eventuallyValue(() => mw.api.gateways.get(NS, 'vpc-nat-gw-gw1-0'));
+    expect(sim.net1Addresses()).toContain(`${configured.status?.ip}/16`);
   });
 });

@@ -9,6 +9,8 @@ import { coexistenceProblems, uncovered } from '../../shared/domain/coexistence.
 const subnet = (annotation: string | undefined, excludeIps: string[], cidrBlock = '172.18.0.0/24') => ({
   metadata: {
     name: 'ovn-vpc-external-network',
+    uid: 'u1',
+    resourceVersion: '1',
     ...(annotation !== undefined && { annotations: { 'eip-lambdas.io/eip-range': annotation } }),
   },
   spec: { cidrBlock, gateway: '172.18.0.1', excludeIps },

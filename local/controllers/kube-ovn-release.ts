@@ -1,0 +1,49 @@
+/**
+ * What differs between kube-ovn releases in the parts of kube-ovn-controller the lab models
+ * (local/controllers/kube-ovn-eip.ts), read from each tag's pkg/controller (vpc_nat_gw_eip.go, vpc_nat_gw_nat.go,
+ * vpc_nat_gateway.go, init.go, controller.go) and pkg/util/const.go: v1.12.35, v1.13.0, v1.14.0, v1.15.0, v1.16.0
+ * and master.
+ */
+import { FINALIZER, LEGACY_FINALIZER, NAT_GATEWAY_SCRIPT } from '../../shared/domain/kube-ovn.js';
+
+export const KUBE_OVN_RELEASES = ['1.12', '1.13', '1.14', '1.15', '1.16', 'master'] as const;
+export type KubeOvnRelease = (typeof KUBE_OVN_RELEASES)[number];
+
+export function atLeast(release: KubeOvnRelease, since: KubeOvnRelease): boolean {
+  return KUBE_OVN_RELEASES.indexOf(release) >= KUBE_OVN_RELEASES.indexOf(since);
+}
+
+export interface ReleaseFacts {
+  release: KubeOvnRelease;
+  /** The finalizer its handlers add and remove (util.ControllerName on 1.12, util.KubeOVNControllerFinalizer since). */
+  finalizer: string;
+  /** syncFinalizers at start (1.13+): `kube-ovn-controller` → `kubeovn.io/kube-ovn-controller`; a failure is fatal. */
+  migratesFinalizers: boolean;
+  /** createEipInPod's rule: 1.12 appends the subnet's gateway. */
+  eipAddRule(ip: string, prefix: number, gateway: string): string;
+  /** execNatGwRules: 1.12–1.16 run `bash <script> <op> <rules>` through `/bin/bash -c`; master sends the argv. */
+  command(op: string, rules: readonly string[]): string[];
+  /** handleAddIptablesEip checks the gateway pod before allocating (1.12 only). */
+  podBeforeAllocation: boolean;
+  /** The FIP finalizer goes on before floating-ip-add (master), or after (earlier). */
+  fipFinalizerFirst: boolean;
+  /** The FIP add schedules a reset of its EIP 3 s later (master). */
+  fipAddResets: boolean;
+}
+
+export function releaseFacts(release: KubeOvnRelease): ReleaseFacts {
+  const modern = atLeast(release, '1.13');
+  return {
+    release,
+    finalizer: modern ? FINALIZER : LEGACY_FINALIZER,
+    migratesFinalizers: modern,
+    eipAddRule: (ip, prefix, gateway) => (modern ? `${ip}/${prefix}` : `${ip}/${prefix},${gateway}`),
+    command: (op, rules) =>
+      release === 'master'
+        ? ['bash', NAT_GATEWAY_SCRIPT, op, ...rules]
+        : ['/bin/bash', '-c', `bash ${NAT_GATEWAY_SCRIPT} ${op} ${rules.join(' ')}`],
+    podBeforeAllocation: !modern,
+    fipFinalizerFirst: release === 'master',
+    fipAddResets: release === 'master',
+  };
+}
