@@ -93,14 +93,19 @@ function v4Pool(subnet: Subnet | undefined, name: string, role: string) {
   return pool;
 }
 
-/** The highest allocatable address of `subnet`'s IPv4 pool not in `taken` (a pod's net1, or a replica's LAN address). */
+/**
+ * The highest allocatable address of `subnet`'s IPv4 pool not in `taken` (a pod's net1, or a replica's LAN address),
+ * as kube-ovn's IPAM sees the pool: the CIDR without its gateway and excludeIps. This product's range annotation means
+ * nothing to kube-ovn (ADR 0006).
+ */
 export function pickNet1(
   subnet: Subnet,
   taken: ReadonlySet<string>,
   role = 'external',
 ): { address: string; cidr: string; gateway: string } {
   const pool = v4Pool(subnet, subnet.metadata.name, role);
-  const ranges = allocatableRanges(pool);
+  const { only: _productRange, ...kubeOvnPool } = pool;
+  const ranges = allocatableRanges(kubeOvnPool);
   for (let i = ranges.length - 1; i >= 0; i--) {
     const r = ranges[i]!;
     for (let v = r.end; v >= r.start; v--) {
