@@ -54,8 +54,13 @@ export function labelChanges(
   return Object.keys(out).length ? out : undefined;
 }
 
-/** Our finalizer present, the legacy one gone; other controllers' finalizers kept in place. */
+/**
+ * Our finalizer present; the legacy one replaced when ours is not there yet, and otherwise left alone — beside
+ * kube-ovn 1.12 it is kube-ovn's own, which it adds back after every update (ADR 0095); both are ours on deletion.
+ * Other controllers' finalizers kept in place.
+ */
 export function withFinalizer(finalizers: readonly string[] | undefined): string[] | undefined {
+  if ((finalizers ?? []).includes(FINALIZER)) return undefined;
   const list = (finalizers ?? []).filter((f) => f !== LEGACY_FINALIZER);
   if (!list.includes(FINALIZER)) list.push(FINALIZER);
   const same = list.length === (finalizers ?? []).length && list.every((f, i) => f === finalizers?.[i]);

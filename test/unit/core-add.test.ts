@@ -119,6 +119,16 @@ describe('add', () => {
     expect(w.get('eip-l')?.metadata.finalizers).toEqual(['example.com/other', FINALIZER]);
   });
 
+  it("leaves kube-ovn 1.12's finalizer beside its own once its own is there (no flapping with kube-ovn)", async () => {
+    const w = world();
+    w.cluster.putEip({
+      metadata: { name: 'eip-k', finalizers: [FINALIZER, LEGACY_FINALIZER] },
+      spec: { natGwDp: 'gw1' },
+    });
+    await w.run('add', 'eip-k');
+    expect(w.get('eip-k')?.metadata.finalizers).toEqual([FINALIZER, LEGACY_FINALIZER]);
+  });
+
   it('keeps the allocation when the gateway fails, and the retry reuses it instead of allocating again', async () => {
     const w = world();
     w.eip('eip-a');
