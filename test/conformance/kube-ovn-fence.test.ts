@@ -39,10 +39,11 @@ const STATUS = {
 };
 
 /** The local API evaluates ValidatingAdmissionPolicies (local/kube-api/admission.ts) and knows who is who. */
-const ENFORCED = existsSync(join(root, 'local/kube-api/admission.ts'));
+const ENFORCED =
+  existsSync(join(root, 'local/kube-api/admission.ts')) && existsSync(join(root, 'local/rbac/kube-ovn.yaml'));
 if (!ENFORCED)
   console.log(
-    'kube-ovn fence: skipped: this local API evaluates no admission policies (local/kube-api/admission.ts missing)',
+    'kube-ovn fence: skipped: this local API evaluates no admission policies (local/kube-api/admission.ts or local/rbac/kube-ovn.yaml missing)',
   );
 const suite = ENFORCED ? kubectlSuite : (name: string, fn: () => void) => describe.skip(name, fn);
 
@@ -62,6 +63,9 @@ suite('the kube-ovn fence', () => {
     );
 
   beforeAll(async () => {
+    // kube-ovn's own RBAC (the ClusterRole system:ovn bound to its ServiceAccount), then the fence.
+    const rbac = await env.k('apply', '-f', join(root, 'local/rbac/kube-ovn.yaml'));
+    expect(rbac.code, rbac.stderr).toBe(0);
     const applied = await env.k('apply', '-k', join(root, 'infra/kube-ovn-fence'));
     expect(applied.code, applied.stderr).toBe(0);
     expect(applied.stdout).toContain(
