@@ -49,9 +49,10 @@ import {
   type Subnet,
   VERSION,
 } from '../../shared/domain/kube-ovn.js';
+import { atLeast, type KubeOvnRelease } from '../natgw/releases.js';
 import { KubeOvnClient, type RequestRecord } from './kube-ovn-client.js';
 import { IpamError, KubeOvnSubnetIpam } from './kube-ovn-ipam.js';
-import { atLeast, type KubeOvnRelease, type ReleaseFacts, releaseFacts } from './kube-ovn-release.js';
+import { type ReleaseFacts, releaseFacts } from './kube-ovn-release.js';
 import {
   custCrdRateLimiter,
   defaultControllerRateLimiter,
@@ -366,6 +367,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
 
   const portName = (e: Eip): string => `${e.metadata.name}.${networkOf(e)}.${ns}`;
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: kube-ovn's addEipQoS / delEipQoS, branch for branch in its own order (ADR 0097), pinned by test/unit/kube-ovn-model.test.ts and test/integration/k8s-standins.test.ts
   async function qosRules(e: Eip, policyName: string, op: 'add' | 'del', ip: string): Promise<void> {
     const policy = qos.get(policyName);
     if (!policy) return; // IsNotFound: silently nothing
@@ -440,6 +442,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
 
   // ------------------------------------------------------------------------------------------- EIP handlers
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: kube-ovn's handleAddIptablesEip, branch for branch in its own order (ADR 0097), pinned by test/unit/kube-ovn-model.test.ts and test/integration/k8s-standins.test.ts
   async function handleAddIptablesEip(key: string): Promise<void> {
     const e = eips.get(key);
     if (!e) return;
@@ -504,6 +507,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
     say(`configured ${ip} of ${key} on ${gw}`);
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: kube-ovn's handleUpdateIptablesEip, branch for branch in its own order (ADR 0097), pinned by test/unit/kube-ovn-model.test.ts and test/integration/k8s-standins.test.ts
   async function handleUpdateIptablesEip(key: string): Promise<void> {
     const e = eips.get(key);
     if (!e) return;
@@ -614,6 +618,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
     await client.patchFinalizers(FIP, name, next, 'fip-finalizers');
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: kube-ovn's handleAddIptablesFip, branch for branch in its own order (ADR 0097), pinned by test/unit/kube-ovn-model.test.ts and test/integration/k8s-standins.test.ts
   async function handleAddIptablesFip(key: string): Promise<void> {
     const f = fips.get(key);
     if (!f) return;
@@ -652,6 +657,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
     if (facts.fipAddResets) resetEip.addAfter(eipName, 3_000);
   }
 
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: kube-ovn's handleUpdateIptablesFip, branch for branch in its own order (ADR 0097), pinned by test/unit/kube-ovn-model.test.ts and test/integration/k8s-standins.test.ts
   async function handleUpdateIptablesFip(key: string): Promise<void> {
     const f = fips.get(key);
     if (!f) return;
@@ -697,6 +703,7 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
   }
 
   /** InitIPAM: subnets, the gateway pods' own addresses, every EIP's status.ip. */
+  // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: kube-ovn's InitIPAM, branch for branch in its own order (ADR 0097), pinned by test/unit/kube-ovn-model.test.ts and test/integration/k8s-standins.test.ts
   function initIpam(): void {
     for (const s of subnets.list()) addSubnet(s);
     for (const p of pods.list()) {

@@ -5,13 +5,7 @@
  * and master.
  */
 import { FINALIZER, LEGACY_FINALIZER, NAT_GATEWAY_SCRIPT } from '../../shared/domain/kube-ovn.js';
-
-export const KUBE_OVN_RELEASES = ['1.12', '1.13', '1.14', '1.15', '1.16', 'master'] as const;
-export type KubeOvnRelease = (typeof KUBE_OVN_RELEASES)[number];
-
-export function atLeast(release: KubeOvnRelease, since: KubeOvnRelease): boolean {
-  return KUBE_OVN_RELEASES.indexOf(release) >= KUBE_OVN_RELEASES.indexOf(since);
-}
+import { atLeast, type KubeOvnRelease } from '../natgw/releases.js';
 
 export interface ReleaseFacts {
   release: KubeOvnRelease;

@@ -152,7 +152,9 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   if (!DNS_LABEL.test(namespace) || namespace.length > 63)
     problems.push(`EIP_NAMESPACE "${namespace}" is not a namespace name`);
 
-  const sink = oneOf('BRIDGE_SINK', text('BRIDGE_SINK') ?? 'eventbridge', SINKS, problems);
+  const choice = <T extends string>(k: string, def: T, allowed: readonly T[]): T =>
+    oneOf(k, text(k) ?? def, allowed, problems);
+  const sink = choice('BRIDGE_SINK', 'eventbridge', SINKS);
 
   const eventBusName = text('EVENT_BUS_NAME');
   if (eventBusName && !BUS.test(eventBusName))
@@ -169,19 +171,8 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   const statsMs = int('STATS_SECONDS', 60, 0, 86_400) * 1000;
   const queueLimit = int('QUEUE_LIMIT', 10_000, 1, 1_000_000);
   const heartbeatMs = int('HEARTBEAT_SECONDS', 60, 0, 3600) * 1000;
-  const metricsDefault = sink === 'in-process' ? 'none' : 'cloudwatch';
-  const metrics = oneOf(
-    'BRIDGE_METRICS',
-    text('BRIDGE_METRICS') ?? metricsDefault,
-    METRICS_TARGETS,
-    problems,
-  );
-  const coexistenceCheck = oneOf(
-    'BRIDGE_COEXISTENCE_CHECK',
-    text('BRIDGE_COEXISTENCE_CHECK') ?? 'refuse',
-    COEXISTENCE_CHECKS,
-    problems,
-  );
+  const metrics = choice('BRIDGE_METRICS', sink === 'in-process' ? 'none' : 'cloudwatch', METRICS_TARGETS);
+  const coexistenceCheck = choice('BRIDGE_COEXISTENCE_CHECK', 'refuse', COEXISTENCE_CHECKS);
   const kubeconfig = kubeconfigOf(env, problems);
   const stage = stageOf(text('STAGE'), metrics, problems);
   const region = regionOf(env, sink, metrics, problems);

@@ -49,25 +49,33 @@ function formatRange(family: 4 | 6, r: Range): string {
     : `${formatAddress(family, r.start)}..${formatAddress(family, r.end)}`;
 }
 
+/** The parts of one range `r` that `cover` (sorted and merged) leaves out. */
+function gapsOf(r: Range, cover: readonly Range[]): Range[] {
+  const out: Range[] = [];
+  let cursor = r.start;
+  for (const c of cover) {
+    if (c.end < cursor) continue;
+    if (c.start > r.end || cursor > r.end) break;
+    if (c.start > cursor) out.push({ start: cursor, end: c.start - 1n });
+    cursor = c.end + 1n;
+  }
+  if (cursor <= r.end) out.push({ start: cursor, end: r.end });
+  return out;
+}
+
 /** The parts of `ranges` that `cover` leaves out (both sorted and merged, as parseRanges returns them). */
 export function uncovered(ranges: readonly Range[], cover: readonly Range[]): Range[] {
-  const out: Range[] = [];
-  for (const r of ranges) {
-    let cursor = r.start;
-    for (const c of cover) {
-      if (c.end < cursor) continue;
-      if (c.start > r.end) break;
-      if (c.start > cursor) out.push({ start: cursor, end: c.start - 1n });
-      cursor = c.end + 1n;
-      if (cursor > r.end) break;
-    }
-    if (cursor <= r.end) out.push({ start: cursor, end: r.end });
-  }
-  return out;
+  return ranges.flatMap((r) => gapsOf(r, cover));
+}
+
+function inside(ranges: readonly Range[], family: 4 | 6, address: string): boolean {
+  const p = parseAddress(address);
+  return !!p && p.family === family && ranges.some((r) => p.value >= r.start && p.value <= r.end);
 }
 
 function poolProblems(pool: Pool, allocations: readonly KubeOvnAllocation[]): CoexistenceProblem[] {
   const subnet = pool.subnet;
+  const only = (pool.only ?? []).join(',');
   const range = parseRanges(pool, pool.only ?? [], `annotation ${EIP_RANGE_ANNOTATION}`);
   const excluded = parseRanges(pool, pool.exclude, 'excludeIps');
   const out: CoexistenceProblem[] = [];
@@ -79,25 +87,52 @@ function poolProblems(pool: Pool, allocations: readonly KubeOvnAllocation[]): Co
       severity: 'conflict',
       message:
         `subnet ${subnet}: ${gaps.map((g) => formatRange(pool.family, g)).join(', ')} of the dedicated EIP range ` +
-        `(${EIP_RANGE_ANNOTATION}: ${(pool.only ?? []).join(',')}) is not in spec.excludeIps, so kube-ovn's IPAM ` +
+        `(${EIP_RANGE_ANNOTATION}: ${only}) is not in spec.excludeIps, so kube-ovn's IPAM ` +
         'can hand it out too; add the whole range to excludeIps',
     });
-  for (const a of allocations) {
-    if (a.subnet !== subnet) continue;
-    const p = parseAddress(a.address);
-    if (!p || p.family !== pool.family) continue;
-    if (range.some((r) => p.value >= r.start && p.value <= r.end))
+  for (const a of allocations)
+    if (a.subnet === subnet && inside(range, pool.family, a.address))
       out.push({
         subnet,
         code: 'KubeOvnAddressInRange',
         severity: 'conflict',
         message:
           `subnet ${subnet}: kube-ovn allocated ${a.address} (${a.owner}) inside the dedicated EIP range ` +
-          `${(pool.only ?? []).join(',')}; this product could hand it out again. Move the range, or re-create ` +
+          `${only}; this product could hand it out again. Move the range, or re-create ` +
           `the holder after the range is in excludeIps`,
       });
-  }
   return out;
+}
+
+/** `fn`'s problems, or the subnet's InvalidSubnet when it cannot be read as a pool. */
+function orInvalid(subnet: string, fn: () => CoexistenceProblem[]): CoexistenceProblem[] {
+  try {
+    return fn();
+  } catch (e) {
+    if (!(e instanceof InvalidSpecError)) throw e;
+    return [{ subnet, code: 'InvalidSubnet', severity: 'conflict', message: e.message }];
+  }
+}
+
+function subnetProblems(
+  s: Pick<Subnet, 'metadata' | 'spec'>,
+  allocations: readonly KubeOvnAllocation[],
+): CoexistenceProblem[] {
+  const name = s.metadata.name;
+  const ranged = poolsOf(s).filter((p) => p.only?.length);
+  if (ranged.length === 0)
+    return [
+      {
+        subnet: name,
+        code: 'NoDedicatedRange',
+        severity: 'warning',
+        message:
+          `subnet ${name} has no dedicated EIP range (${EIP_RANGE_ANNOTATION}): this product allocates from the ` +
+          "pool kube-ovn's IPAM also serves, which is safe only while nothing else allocates from it " +
+          '(docs/deploy-eks.md, step 2)',
+      },
+    ];
+  return ranged.flatMap((pool) => orInvalid(name, () => poolProblems(pool, allocations)));
 }
 
 /**
@@ -110,38 +145,5 @@ export function coexistenceProblems(
   subnets: readonly Pick<Subnet, 'metadata' | 'spec'>[],
   allocations: readonly KubeOvnAllocation[],
 ): CoexistenceProblem[] {
-  const out: CoexistenceProblem[] = [];
-  for (const s of subnets) {
-    const name = s.metadata.name;
-    let pools: Pool[];
-    try {
-      pools = poolsOf(s);
-    } catch (e) {
-      if (!(e instanceof InvalidSpecError)) throw e;
-      out.push({ subnet: name, code: 'InvalidSubnet', severity: 'conflict', message: e.message });
-      continue;
-    }
-    const ranged = pools.filter((p) => p.only?.length);
-    if (ranged.length === 0) {
-      out.push({
-        subnet: name,
-        code: 'NoDedicatedRange',
-        severity: 'warning',
-        message:
-          `subnet ${name} has no dedicated EIP range (${EIP_RANGE_ANNOTATION}): this product allocates from the ` +
-          "pool kube-ovn's IPAM also serves, which is safe only while nothing else allocates from it " +
-          '(docs/deploy-eks.md, step 2)',
-      });
-      continue;
-    }
-    for (const pool of ranged) {
-      try {
-        out.push(...poolProblems(pool, allocations));
-      } catch (e) {
-        if (!(e instanceof InvalidSpecError)) throw e;
-        out.push({ subnet: name, code: 'InvalidSubnet', severity: 'conflict', message: e.message });
-      }
-    }
-  }
-  return out;
+  return subnets.flatMap((s) => orInvalid(s.metadata.name, () => subnetProblems(s, allocations)));
 }

@@ -13,8 +13,8 @@
  * 3. Migration both ways: kube-ovn alone made EIPs Ready; fence, range, `npm run adopt`, bridge; then hand-back:
  *    bridge stopped, fence removed, kube-ovn restarted — it takes over from status.
  *
- * The gateway pods run the lab's default release; the model's release varies (what the fence sees differs per
- * release: command form, eip-add rule, finalizer, start-up migration).
+ * The gateway pods run the model's release, as in a cluster (what the fence sees differs per release: command form,
+ * eip-add rule, finalizer, start-up migration; what the product sends to the gateway too, shared/domain/dialect).
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -35,12 +35,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startStandIns } from '../../local/controllers/index.js';
 import type { RequestRecord } from '../../local/controllers/kube-ovn-client.js';
 import { type KubeOvnEipModel, startKubeOvnEipModel } from '../../local/controllers/kube-ovn-eip.js';
-import { KUBE_OVN_RELEASES, type KubeOvnRelease } from '../../local/controllers/kube-ovn-release.js';
 import { Watched } from '../../local/controllers/runtime.js';
 import { demoObjects } from '../../local/demo.js';
 import { type KubeApi, type KubeApiOptions, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
 import { memoryLogger } from '../../local/memory/logger.js';
+import { DEFAULT_RELEASE, KUBE_OVN_RELEASES, type KubeOvnRelease } from '../../local/natgw/releases.js';
 import { buildDeps } from '../../shared/adapters/live.js';
 import { runAudit } from '../../shared/audit/audit.js';
 import { auditDepsOf } from '../../shared/audit/live.js';
@@ -149,7 +149,7 @@ async function applyDocs(kc: KubeConfig, docs: readonly Manifest[]): Promise<voi
   for (const d of docs) await client.create(d as never);
 }
 
-async function lab(name: string, wide = false): Promise<Lab> {
+async function lab(name: string, release: KubeOvnRelease, wide = false): Promise<Lab> {
   const stops: (() => Promise<unknown>)[] = [];
   const dir = mkdtempSync(join(tmpdir(), `coexistence-${name}-`));
   stops.push(async () => rmSync(dir, { recursive: true, force: true }));
@@ -174,7 +174,7 @@ async function lab(name: string, wide = false): Promise<Lab> {
     await objects.create(o);
   }
   const kubeOvn = as('kube-ovn');
-  const standIns = await startStandIns({ kubeConfig: kubeOvn, namespace: NS, featureSwitch: true });
+  const standIns = await startStandIns({ kubeConfig: kubeOvn, namespace: NS, featureSwitch: true, release });
   stops.push(() => standIns.stop());
   const kubeconfig = join(dir, 'kubeconfig');
   await api.writeKubeconfig(kubeconfig);
@@ -371,7 +371,7 @@ describe.each(RELEASES)('beside a fenced, unmodified kube-ovn %s', (release) => 
     },
     // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: one scenario, its steps in the order they happen
     async () => {
-      const l = await lab(`burst-${release}`, true);
+      const l = await lab(`burst-${release}`, release, true);
       try {
         await l.fence(true);
         // A second shared policy to move EIPs to.
@@ -610,7 +610,7 @@ describe.each(RELEASES)('beside a fenced, unmodified kube-ovn %s', (release) => 
 
 describe('the coexistence check at bridge start', { timeout: 120_000 }, () => {
   it('refuses to start while the dedicated range is not wholly in excludeIps, and starts once it is', async () => {
-    const l = await lab('check');
+    const l = await lab('check', DEFAULT_RELEASE);
     try {
       await l.custom.patchClusterCustomObject(
         {
@@ -647,7 +647,7 @@ describe('migration both ways', { timeout: 300_000 }, () => {
     '%s: kube-ovn made them; fence, range, adopt, bridge; then handed back',
     // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: one scenario, its steps in the order they happen
     async (release) => {
-      const l = await lab(`migration-${release}`);
+      const l = await lab(`migration-${release}`, release);
       try {
         // kube-ovn alone, unfenced, as before the switch.
         let model = await l.model(release);
@@ -690,7 +690,11 @@ describe('migration both ways', { timeout: 300_000 }, () => {
           .slice(execsBefore)
           .map((r) => r.argv.join(' '))
           .filter((c) => c.includes(' eip-add '));
-        expect(added).toEqual([expect.stringContaining(` eip-add ${fresh!.status!.ip}/24`)]);
+        // The gateway's release's form (1.12: `<ip>/<len>,<gw>`; 1.13+: `<ip>/<len>` alone), sent by the product only.
+        const form = release === '1.12' ? `${fresh!.status!.ip}/24,172.18.0.1` : `${fresh!.status!.ip}/24`;
+        expect(added).toEqual([
+          expect.stringMatching(new RegExp(` eip-add ${form.replaceAll('.', '\\.')}$`)),
+        ]);
         await eventually(() =>
           expect(
             model

@@ -351,7 +351,6 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
       namespace: NS,
       release: '1.12',
       log: (l) => lines.push(l),
-      release: '1.12',
     });
     model = m;
     await createCustom(mw, Plural.eip, 'IptablesEIP', 'ko-1', { natGwDp: 'gw1' });
@@ -411,7 +410,6 @@ describe("model of kube-ovn's own IptablesEIP controller", () => {
       namespace: NS,
       release: '1.12',
       log: (l) => lines.push(l),
-      release: '1.12',
     });
     const configured = await eventuallyValue(async () => {
       const x = await getEip('ko-3');
