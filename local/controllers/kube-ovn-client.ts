@@ -16,7 +16,7 @@ import {
   setHeaderOptions,
   type V1Status,
 } from '@kubernetes/client-node';
-import { GATEWAY_CONTAINER, GROUP, NAT_GATEWAY_SCRIPT, VERSION } from '../../shared/domain/kube-ovn.js';
+import { GATEWAY_CONTAINER, GROUP, VERSION } from '../../shared/domain/kube-ovn.js';
 
 /** kube-ovn-controller's field manager (client-go names it after the binary). */
 export const KUBE_OVN_FIELD_MANAGER = 'kube-ovn-controller';
@@ -188,10 +188,4 @@ export class KubeOvnClient {
       return { kind: 'refused', message: refusal(e).message };
     }
   }
-}
-
-/** The gateway operation of a command, for counting (`eip-add`, `floating-ip-add`, …). */
-export function opOf(command: readonly string[]): string {
-  const words = command.flatMap((c) => c.split(' '));
-  return words[words.indexOf(NAT_GATEWAY_SCRIPT) + 1] ?? '';
 }

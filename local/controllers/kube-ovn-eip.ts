@@ -61,8 +61,6 @@ import {
 } from './kube-ovn-workqueue.js';
 import { type Log, Watched } from './runtime.js';
 
-export { KUBE_OVN_FIELD_MANAGER } from './kube-ovn-client.js';
-
 export interface KubeOvnEipModelOptions {
   /** kube-ovn-controller's credentials (its ServiceAccount in the lab's stack). */
   kubeConfig: KubeConfig;
