@@ -159,7 +159,8 @@ async function lab(name: string, release: KubeOvnRelease, wide = false): Promise
   const client = await dynamo.table(table, PRODUCT_RETRIES);
   const ids = ENFORCED ? await identities() : undefined;
   const tokens = ids?.componentTokens();
-  const api = await startKubeApi({ tokens: Object.values(tokens ?? {}) } as KubeApiOptions);
+  // The component tokens as local/identities.ts gives them (the local API's StaticToken), where it exists.
+  const api = await startKubeApi({ tokens: Object.values(tokens ?? {}) } as unknown as KubeApiOptions);
   stops.push(() => api.close());
   const admin = kubeConfigFor(api);
   const as = (c: 'handlers' | 'bridge' | 'kube-ovn') => (tokens ? configFor(api, tokens[c].token) : admin);
