@@ -226,17 +226,6 @@ describe.skipIf(skip)('npm start', () => {
     const help = await run(process.execPath, [tsx, join(root, 'scripts/start.ts'), '--help'], { cwd: root });
     expect(help.stdout).toContain('--with-kube-ovn-eip-controller');
     expect(help.stdout).not.toContain('workers-off');
-    const r = await run(
-      process.execPath,
-      [tsx, join(root, 'scripts/start.ts'), '--with-kube-ovn-eip-workers-off'],
-      {
-        cwd: root,
-      },
-    ).catch((e: { code: number; stderr: string }) => e);
-    expect(r).toMatchObject({
-      code: 2,
-      stderr: expect.stringContaining("start: Unknown option '--with-kube-ovn-eip-workers-off'"),
-    });
   });
 
   it('plays the kube-ovn release --kube-ovn-version names: on ready:, in the header, in the gateway pod', async () => {
