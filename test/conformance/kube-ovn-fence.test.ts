@@ -5,10 +5,14 @@
  * unmodified kube-ovn sends, refused or admitted. Each request below is one kube-ovn sends (its handler named), with
  * its body as kube-ovn builds it.
  *
+ * The guide's own check (step 2a, "**check**") is run as written, with bash, line by line: each command must end as
+ * the `# → denied: …` or `# → allowed` comment under it says.
+ *
  * What this does not prove: that a given kube-apiserver version evaluates the CEL the same way; docs/deploy-eks.md's
  * dry runs check that on a real cluster.
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import {
@@ -46,6 +50,61 @@ if (!ENFORCED)
     'kube-ovn fence: skipped: this local API evaluates no admission policies (local/kube-api/admission.ts or local/rbac/kube-ovn.yaml missing)',
   );
 const suite = ENFORCED ? kubectlSuite : (name: string, fn: () => void) => describe.skip(name, fn);
+
+/** A command of the guide's check and what the comment under it says it ends with. */
+interface GuideStep {
+  command: string;
+  outcome: 'denied' | 'allowed';
+  /** Fragments the output holds in this order (`…` separates them). */
+  fragments: string[];
+}
+
+/**
+ * docs/deploy-eks.md step 2a's check: its first paragraph sets the variables; every other one is a comment, one
+ * command, and the `# → denied: …` or `# → allowed` comment (continued on `#   ` lines) saying how it ends.
+ */
+function guideFenceCheck(): { assignments: string[]; steps: GuideStep[] } {
+  const guide = readFileSync(join(root, 'docs/deploy-eks.md'), 'utf8');
+  const section = guide.slice(guide.indexOf('## 2. '), guide.indexOf('**2b.'));
+  const block = /\*\*check\*\* that the API server enforces them[\s\S]*?```sh\n([\s\S]*?)```/.exec(section);
+  if (!block) throw new Error('docs/deploy-eks.md, step 2a, has no **check** shell block');
+  const [first = '', ...rest] = (block[1] as string)
+    .replace(/\\\n\s*/g, '')
+    .trim()
+    .split(/\n\s*\n/);
+  const assignments = first.split('\n');
+  expect(
+    assignments.every((l) => /^\w+=/.test(l)),
+    first,
+  ).toBe(true);
+  return { assignments, steps: rest.map(stepOf) };
+}
+
+function stepOf(paragraph: string): GuideStep {
+  const lines = paragraph.split('\n');
+  const commands = lines.filter((l) => !l.startsWith('#'));
+  const said = lines.findIndex((l) => l.startsWith('# → '));
+  expect(commands.length, paragraph).toBe(1);
+  expect(said, paragraph).toBeGreaterThan(lines.indexOf(commands[0] as string));
+  const text = lines
+    .slice(said)
+    .map((l) => l.replace(/^# (→ )?/, ''))
+    .join(' ')
+    .replace(/\s+/g, ' ');
+  const m = /^(denied|allowed)(?::\s*(.*))?$/.exec(text.trim());
+  if (!m) throw new Error(`the guide's check states no outcome this test knows: ${text}`);
+  return {
+    command: commands[0] as string,
+    outcome: m[1] as GuideStep['outcome'],
+    fragments: fragmentsOf(m[2] ?? ''),
+  };
+}
+
+const fragmentsOf = (text: string) =>
+  text
+    .split('…')
+    .map((f) => f.trim())
+    .filter((f) => f !== '');
 
 suite('the kube-ovn fence', () => {
   const env = useApi();
@@ -103,6 +162,43 @@ suite('the kube-ovn fence', () => {
     for (let i = 0; i < 100 && !env.api.gateways.get('kube-system', GW)?.initialised; i++)
       await new Promise((r) => setTimeout(r, 100));
     return async () => standIns?.stop();
+  });
+
+  it("docs/deploy-eks.md step 2a's check, run as written: each command ends as the guide says", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fence-guide-'));
+    const kubeconfig = join(dir, 'kubeconfig');
+    await env.api.writeKubeconfig(kubeconfig);
+    const { assignments, steps } = guideFenceCheck();
+    const before = await env.co.getClusterCustomObject({ ...EIP, name: 'e1' });
+    expect(steps.filter((s) => s.outcome === 'denied').length).toBeGreaterThanOrEqual(3);
+    expect(steps.filter((s) => s.outcome === 'allowed').length).toBeGreaterThanOrEqual(2);
+    for (const step of steps) {
+      // Not spawnSync: the local API answers kubectl from this process.
+      const r = await new Promise<{ status: number; stdout: string; stderr: string }>((resolve) =>
+        execFile(
+          'bash',
+          ['-eu', '-c', [...assignments, step.command].join('\n')],
+          { env: { PATH: process.env.PATH, HOME: dir, KUBECONFIG: kubeconfig }, timeout: 30_000 },
+          (e, stdout, stderr) => resolve({ status: e ? Number(e.code ?? 1) : 0, stdout, stderr }),
+        ),
+      );
+      const output = step.outcome === 'denied' ? r.stderr : r.stdout;
+      if (step.outcome === 'denied') expect(r.status, `${step.command}\n${r.stdout}`).not.toBe(0);
+      else expect(r.status, `${step.command}\n${r.stderr}`).toBe(0);
+      let at = 0;
+      for (const f of step.fragments) {
+        const found = output.indexOf(f, at);
+        expect(
+          found,
+          `"${f}" after ${at} in the output of ${step.command}: ${output}`,
+        ).toBeGreaterThanOrEqual(0);
+        at = found + f.length;
+      }
+    }
+    // The dry runs stored nothing.
+    const after = await env.co.getClusterCustomObject({ ...EIP, name: 'e1' });
+    expect(after.status).toEqual(before.status);
+    expect(after.metadata.labels).toEqual(before.metadata.labels);
   });
 
   describe('EIP writes', () => {

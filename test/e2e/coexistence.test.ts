@@ -160,7 +160,10 @@ async function lab(name: string, release: KubeOvnRelease, wide = false): Promise
   const ids = ENFORCED ? await identities() : undefined;
   const tokens = ids?.componentTokens();
   // The component tokens as local/identities.ts gives them (the local API's StaticToken), where it exists.
-  const api = await startKubeApi({ tokens: Object.values(tokens ?? {}) } as unknown as KubeApiOptions);
+  const api = await startKubeApi({
+    kubeOvnRelease: release,
+    ...({ tokens: Object.values(tokens ?? {}) } as unknown as KubeApiOptions),
+  });
   stops.push(() => api.close());
   const admin = kubeConfigFor(api);
   const as = (c: 'handlers' | 'bridge' | 'kube-ovn') => (tokens ? configFor(api, tokens[c].token) : admin);
