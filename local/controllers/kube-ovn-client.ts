@@ -7,15 +7,9 @@
  * status subresource, finalizers as a merge patch of the metadata, labels as a JSON patch of /metadata/labels, the
  * spec as an Update of the whole object, and gateway commands as pods/exec in the release's form.
  */
-import { PassThrough } from 'node:stream';
-import {
-  CustomObjectsApi,
-  Exec,
-  type KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Status,
-} from '@kubernetes/client-node';
+import type { IncomingMessage } from 'node:http';
+import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import WebSocket from 'ws';
 import { GATEWAY_CONTAINER, GROUP, VERSION } from '../../shared/domain/kube-ovn.js';
 
 /** kube-ovn-controller's field manager (client-go names it after the binary). */
@@ -46,6 +40,16 @@ export class ApiRefused extends Error {
     readonly code: number | undefined,
   ) {
     super(message);
+  }
+}
+
+/** A command that ran and failed: kube-ovn's `command terminated with exit code N` with its stderr, or stderr alone. */
+export class ExecFailed extends Error {
+  constructor(
+    readonly exitCode: number,
+    readonly stderr: string,
+  ) {
+    super(exitCode ? `command terminated with exit code ${exitCode}` : stderr);
   }
 }
 
@@ -156,36 +160,70 @@ export class KubeOvnClient {
       r = await this.execOnce(pod, (command[2] ?? '').split(' ').filter(Boolean));
     }
     if (r.kind === 'refused') {
-      this.record(object, kind, /\b403\b|forbidden|denied/i.test(r.message) ? 'denied' : 'failed');
-      throw new ApiRefused(r.message, /\b403\b/.test(r.message) ? 403 : undefined);
+      this.record(object, kind, r.code === 403 ? 'denied' : 'failed');
+      throw new ApiRefused(r.message, r.code || undefined);
     }
     this.record(object, kind, r.exitCode === 0 && r.stderr === '' ? 'ok' : 'failed');
-    if (r.exitCode !== 0)
-      throw new Error(`command terminated with exit code ${r.exitCode}: ${r.stderr.trim()}`);
     // kube-ovn 1.12–1.15 take any stderr as a failure; 1.16+ skip `Warning:` lines (not modelled: none are sent here).
-    if (r.stderr !== '') throw new Error(r.stderr.trim());
+    if (r.exitCode !== 0 || r.stderr !== '') throw new ExecFailed(r.exitCode, r.stderr.trim());
   }
 
+  /**
+   * One pods/exec over WebSocket (channels 1 stdout, 2 stderr, 3 status). A refused upgrade reads as client-go's
+   * remotecommand reads it: the Status in the response body, its message as the error (a StatusError, so kube-ovn logs
+   * `pods "<pod>" is forbidden: ValidatingAdmissionPolicy '…' … denied request: …`), else the body itself.
+   */
   private async execOnce(
     pod: string,
     argv: string[],
-  ): Promise<{ kind: 'ran'; exitCode: number; stderr: string } | { kind: 'refused'; message: string }> {
-    let stderr = '';
-    const err = new PassThrough();
-    err.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
-    try {
-      const status = await new Promise<V1Status>((resolve, reject) => {
-        new Exec(this.kubeConfig)
-          .exec(this.namespace, pod, GATEWAY_CONTAINER, argv, new PassThrough(), err, null, false, resolve)
-          .catch(reject);
+  ): Promise<
+    { kind: 'ran'; exitCode: number; stderr: string } | { kind: 'refused'; message: string; code: number }
+  > {
+    const server = this.kubeConfig.getCurrentCluster()?.server ?? '';
+    const url = new URL(`/api/v1/namespaces/${this.namespace}/pods/${pod}/exec`, server);
+    url.protocol = url.protocol === 'http:' ? 'ws:' : 'wss:';
+    for (const a of argv) url.searchParams.append('command', a);
+    url.searchParams.set('container', GATEWAY_CONTAINER);
+    url.searchParams.set('stdout', 'true');
+    url.searchParams.set('stderr', 'true');
+    const opts: WebSocket.ClientOptions = {};
+    await this.kubeConfig.applyToHTTPSOptions(opts);
+    return new Promise((resolve) => {
+      let stderr = '';
+      let status: { status?: string; details?: { causes?: { reason?: string; message?: string }[] } } = {};
+      const ws = new WebSocket(url, ['v5.channel.k8s.io', 'v4.channel.k8s.io'], opts);
+      ws.on('unexpected-response', (_req, res: IncomingMessage) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          body += c.toString();
+        });
+        res.on('end', () => {
+          resolve({ kind: 'refused', message: statusMessage(body), code: res.statusCode ?? 0 });
+          ws.terminate();
+        });
       });
-      if (status.status === 'Success') return { kind: 'ran', exitCode: 0, stderr };
-      const code = Number(status.details?.causes?.find((c) => c.reason === 'ExitCode')?.message ?? 1);
-      return { kind: 'ran', exitCode: Number.isNaN(code) ? 1 : code, stderr };
-    } catch (e) {
-      return { kind: 'refused', message: refusal(e).message };
-    }
+      ws.on('error', (e) => resolve({ kind: 'refused', message: e.message, code: 0 }));
+      ws.on('message', (data: Buffer) => {
+        if (data[0] === 2) stderr += data.subarray(1).toString();
+        if (data[0] === 3 && data.length > 1)
+          status = JSON.parse(data.subarray(1).toString()) as typeof status;
+      });
+      ws.on('close', () => {
+        if (status.status === 'Success') return resolve({ kind: 'ran', exitCode: 0, stderr });
+        const code = Number(status.details?.causes?.find((c) => c.reason === 'ExitCode')?.message ?? 1);
+        resolve({ kind: 'ran', exitCode: Number.isNaN(code) ? 1 : code, stderr });
+      });
+    });
   }
+}
+
+/** A refused upgrade's body: the Status message when it is one, else the body (`unable to upgrade connection: …`). */
+function statusMessage(body: string): string {
+  try {
+    const s = JSON.parse(body) as { kind?: string; message?: string };
+    if (s.kind === 'Status' && s.message) return s.message;
+  } catch {
+    // not a Status
+  }
+  return `unable to upgrade connection: ${body.trim()}`;
 }

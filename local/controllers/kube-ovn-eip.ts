@@ -50,7 +50,7 @@ import {
   VERSION,
 } from '../../shared/domain/kube-ovn.js';
 import { atLeast, type KubeOvnRelease } from '../natgw/releases.js';
-import { KubeOvnClient, type RequestRecord } from './kube-ovn-client.js';
+import { ExecFailed, KubeOvnClient, type RequestRecord } from './kube-ovn-client.js';
 import { IpamError, KubeOvnSubnetIpam } from './kube-ovn-ipam.js';
 import { type ReleaseFacts, releaseFacts } from './kube-ovn-release.js';
 import {
@@ -178,9 +178,15 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
   const initialised = new Set<string>();
   const limiter: RateLimiter = custCrdRateLimiter(o.retryMinDelayS, o.retryMaxDelayS);
   const queues: RateLimitedQueue[] = [];
-  const queue = (name: string, handle: (key: string) => Promise<void>, l: RateLimiter = limiter) => {
+  /** A queue and its worker: `name` as newTypedRateLimitingQueue names it, `action` as runWorker does (1.13+). */
+  const queue = (
+    name: string,
+    action: string,
+    handle: (key: string) => Promise<void>,
+    l: RateLimiter = limiter,
+  ) => {
     const q = new RateLimitedQueue(name, l, handle, (key, e) =>
-      klogError(`error syncing '${key}': ${errorText(e).split('\n')[0]}, requeuing`),
+      klogError(facts.syncError(action, key, errorText(e).split('\n')[0] ?? '')),
     );
     queues.push(q);
     return q;
@@ -264,18 +270,23 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
 
   // ------------------------------------------------------------------------------------------- queues
 
-  const addEip = queue('AddIptablesEip', handleAddIptablesEip);
-  const updateEip = queue('UpdateIptablesEip', handleUpdateIptablesEip);
-  const resetEip = queue('ResetIptablesEip', handleResetIptablesEip);
+  const addEip = queue('AddIptablesEip', 'add iptables eip', handleAddIptablesEip);
+  const updateEip = queue('UpdateIptablesEip', 'update iptables eip', handleUpdateIptablesEip);
+  const resetEip = queue('ResetIptablesEip', 'reset iptables eip', handleResetIptablesEip);
   const delEip = queue(
     'DeleteIptablesEip',
+    'delete iptables eip',
     async (key) => say(`handle delete iptables eip ${key}`),
     atLeast(release, '1.15') ? defaultControllerRateLimiter() : limiter,
   );
-  const updateVpcEip = queue('UpdateVpcEip', handleUpdateVpcEip);
-  const updateVpcFip = queue('UpdateVpcFloatingIp', handleUpdateVpcFloatingIP);
-  const addFip = queue('AddIptablesFip', handleAddIptablesFip);
-  const updateFip = queue('UpdateIptablesFip', handleUpdateIptablesFip);
+  const updateVpcEip = queue('UpdateVpcEip', 'update eip for vpc nat gateway', handleUpdateVpcEip);
+  const updateVpcFip = queue(
+    'UpdateVpcFloatingIp',
+    'update fip for vpc nat gateway',
+    handleUpdateVpcFloatingIP,
+  );
+  const addFip = queue('AddIptablesFip', 'add iptables fip', handleAddIptablesFip);
+  const updateFip = queue('UpdateIptablesFip', 'update iptables fip', handleUpdateIptablesFip);
 
   let started = false;
   function onEip(e: Eip, kind: 'add' | 'update' | 'delete'): void {
@@ -352,7 +363,9 @@ export async function startKubeOvnEipModel(o: KubeOvnEipModelOptions): Promise<K
     try {
       await client.exec(object, pod.metadata?.name ?? '', op, facts.command(op, rules));
     } catch (e) {
-      klogError(`failed to ExecuteCommandInContainer: ${errorText(e)}`);
+      const ran = e instanceof ExecFailed ? e : undefined;
+      for (const line of facts.execErrorLines(errorText(e), ran?.stderr ?? '', ran?.exitCode === 0))
+        klogError(line);
       throw e;
     }
   }

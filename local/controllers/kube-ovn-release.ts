@@ -23,6 +23,18 @@ export interface ReleaseFacts {
   fipFinalizerFirst: boolean;
   /** The FIP add schedules a reset of its EIP 3 s later (master). */
   fipAddResets: boolean;
+  /**
+   * processNextWorkItem's error, logged by utilruntime.HandleError: 1.12 `error syncing '<key>': <err>, requeuing`;
+   * 1.13+ name the worker, `error syncing add iptables eip "<key>": <err>, requeuing`.
+   */
+  syncError(action: string, key: string, err: string): string;
+  /**
+   * What execNatGwRules logs when the exec fails. Refused or exited non-zero (`err`: the refused upgrade's Status
+   * message, or `command terminated with exit code N`; `stderr`: the command's): 1.12–1.14 `failed to
+   * ExecuteCommandInContainer, errOutput: …` and the error itself; 1.15+ `NAT gateway command failed - stderr: …` and
+   * `NAT gateway command execution error: …`. Exited 0 with stderr: `failed to ExecuteCommandInContainer errOutput: …`.
+   */
+  execErrorLines(err: string, stderr: string, exitedZero: boolean): string[];
 }
 
 export function releaseFacts(release: KubeOvnRelease): ReleaseFacts {
@@ -39,5 +51,22 @@ export function releaseFacts(release: KubeOvnRelease): ReleaseFacts {
     podBeforeAllocation: !modern,
     fipFinalizerFirst: release === 'master',
     fipAddResets: release === 'master',
+    syncError: (action, key, err) =>
+      modern
+        ? `error syncing ${action} "${key}": ${err}, requeuing`
+        : `error syncing '${key}': ${err}, requeuing`,
+    execErrorLines: (err, stderr, exitedZero) => {
+      if (exitedZero) return [`failed to ExecuteCommandInContainer errOutput: ${stderr}`];
+      const since15 = atLeast(release, '1.15');
+      const out: string[] = [];
+      if (stderr)
+        out.push(
+          since15
+            ? `NAT gateway command failed - stderr: ${stderr}`
+            : `failed to ExecuteCommandInContainer, errOutput: ${stderr}`,
+        );
+      out.push(since15 ? `NAT gateway command execution error: ${err}` : err);
+      return out;
+    },
   };
 }

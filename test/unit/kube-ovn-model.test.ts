@@ -127,4 +127,34 @@ describe('release facts', () => {
       '1.2.3.4/24',
     ]);
   });
+
+  // Read from each tag: processNextWorkItem in pkg/controller/vpc_nat_gw_eip.go (v1.12.35) and
+  // pkg/controller/controller.go (v1.13.0 … master), execNatGwRules in pkg/controller/vpc_nat_gateway.go, and the
+  // StatusError client-go's SPDY upgrade returns for a refused exec (its message is the Status message).
+  it('the error lines kube-ovn logs for a failed sync and a refused or failing gateway command, per release', () => {
+    const refused =
+      "pods \"vpc-nat-gw-gw1-0\" is forbidden: ValidatingAdmissionPolicy 'p' with binding 'p' denied request: no";
+    expect(releaseFacts('1.12').syncError('add iptables eip', 'e1', 'x')).toBe(
+      "error syncing 'e1': x, requeuing",
+    );
+    expect(releaseFacts('1.13').syncError('add iptables eip', 'e1', 'x')).toBe(
+      'error syncing add iptables eip "e1": x, requeuing',
+    );
+    expect(releaseFacts('1.14').execErrorLines(refused, '', false)).toEqual([refused]);
+    expect(releaseFacts('1.15').execErrorLines(refused, '', false)).toEqual([
+      `NAT gateway command execution error: ${refused}`,
+    ]);
+    expect(releaseFacts('1.12').execErrorLines('command terminated with exit code 1', 'boom', false)).toEqual(
+      ['failed to ExecuteCommandInContainer, errOutput: boom', 'command terminated with exit code 1'],
+    );
+    expect(
+      releaseFacts('master').execErrorLines('command terminated with exit code 1', 'boom', false),
+    ).toEqual([
+      'NAT gateway command failed - stderr: boom',
+      'NAT gateway command execution error: command terminated with exit code 1',
+    ]);
+    expect(releaseFacts('1.16').execErrorLines('boom', 'boom', true)).toEqual([
+      'failed to ExecuteCommandInContainer errOutput: boom',
+    ]);
+  });
 });
