@@ -5,13 +5,16 @@
  * sink, the real handlers and adapters) and the lab's model of an unmodified kube-ovn-controller
  * (local/controllers/kube-ovn-eip.ts, ADR 0097) running as kube-ovn's ServiceAccount.
  *
- * 1. The burst, per kube-ovn release (1.12 and the newest by default; every release with EIP_LONG=1): 200 EIPs at
- *    once (random and static, some with QoS), kube-ovn restarted mid-burst, FIPs on some of them, a QoS change, a
- *    gateway container restart, a gateway pod re-created, everything deleted. Nothing configured by kube-ovn, nothing
- *    removed wrongly, no field flapping, kube-ovn's FIP work done, the audit clean, and kube-ovn's cost measured.
+ * 1. The burst, per kube-ovn release (1.12, 1.16 and master, 100 EIPs each, by default; every release and 200 EIPs
+ *    with EIP_LONG=1; COEXIST_BURST sets the number): EIPs created at once (random and static, some with QoS),
+ *    kube-ovn restarted mid-burst, FIPs on some of them, a QoS change, a gateway container restart, a gateway pod
+ *    re-created, everything deleted. Nothing configured by kube-ovn, nothing removed wrongly, no field flapping,
+ *    kube-ovn's FIP work done, the audit clean, and kube-ovn's cost measured (printed at the end).
  * 2. The bridge refuses to start when the dedicated range is not in the subnet's excludeIps (ADR 0096).
- * 3. Migration both ways: kube-ovn alone made EIPs Ready; fence, range, `npm run adopt`, bridge; then hand-back:
- *    bridge stopped, fence removed, kube-ovn restarted — it takes over from status.
+ * 3. Migration both ways, per release as in 1: kube-ovn alone made EIPs Ready; fence, range, `npm run adopt`,
+ *    bridge; then hand-back: bridge stopped, fence removed, kube-ovn restarted — it takes over from status.
+ *
+ * How long: the defaults take about 4 minutes on a shared two-core machine under load (ADR 0095 has the numbers).
  *
  * The gateway pods run the model's release, as in a cluster (what the fence sees differs per release: command form,
  * eip-add rule, finalizer, start-up migration; what the product sends to the gateway too, shared/domain/dialect).
@@ -65,8 +68,12 @@ const RANGE = '172.18.0.100..172.18.0.200';
 const EIPS = { group: GROUP, version: VERSION, plural: Plural.eip } as const;
 const FIPS = { group: GROUP, version: VERSION, plural: Plural.fip } as const;
 const LONG = process.env.EIP_LONG === '1';
-const RELEASES: readonly KubeOvnRelease[] = LONG ? KUBE_OVN_RELEASES : ['1.12', '1.16'];
-const BURST = Number(process.env.COEXIST_BURST ?? 200);
+const RELEASES: readonly KubeOvnRelease[] = LONG ? KUBE_OVN_RELEASES : ['1.12', '1.16', 'master'];
+const BURST = Number(process.env.COEXIST_BURST ?? (LONG ? 200 : 100));
+if (!LONG)
+  console.log(
+    `coexistence.test.ts: kube-ovn ${RELEASES.join(', ')}, ${BURST} EIPs each (EIP_LONG=1: all six releases, 200 EIPs each)`,
+  );
 
 /**
  * The fence needs a local API that authenticates each component and evaluates ValidatingAdmissionPolicies, and the
@@ -670,7 +677,7 @@ describe('the coexistence check at bridge start', { timeout: 120_000 }, () => {
 });
 
 describe('migration both ways', { timeout: 300_000 }, () => {
-  it.skipIf(!ENFORCED).each(['1.12'] as const)(
+  it.skipIf(!ENFORCED).each(RELEASES)(
     '%s: kube-ovn made them; fence, range, adopt, bridge; then handed back',
     // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: one scenario, its steps in the order they happen
     async (release) => {
