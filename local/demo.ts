@@ -1,11 +1,13 @@
+import { EIP_RANGE_ANNOTATION } from '../shared/domain/addressing.js';
 import { DEFAULT_RELEASE, gatewayImage, type KubeOvnRelease } from './natgw/releases.js';
 
 /**
  * The demo a newcomer meets with `npm start`: what a kube-ovn cluster with the VPC NAT gateway feature has — the
  * * two ConfigMaps that switch it on, the external subnet, a VPC subnet with a gateway in it, a QoS policy — and one
- * EIP using them.
+ * EIP using them. `eipRange`: a dedicated EIP range for the external subnet (its annotation, and in excludeIps), as
+ * beside kube-ovn (docs/deploy-eks.md, step 2b).
  */
-export function demoObjects(namespace: string, release: KubeOvnRelease = DEFAULT_RELEASE) {
+export function demoObjects(namespace: string, release: KubeOvnRelease = DEFAULT_RELEASE, eipRange?: string) {
   return [
     {
       apiVersion: 'v1',
@@ -22,13 +24,16 @@ export function demoObjects(namespace: string, release: KubeOvnRelease = DEFAULT
     {
       apiVersion: 'kubeovn.io/v1',
       kind: 'Subnet',
-      metadata: { name: 'ovn-vpc-external-network' },
+      metadata: {
+        name: 'ovn-vpc-external-network',
+        ...(eipRange && { annotations: { [EIP_RANGE_ANNOTATION]: eipRange } }),
+      },
       spec: {
         protocol: 'IPv4',
         provider: `ovn-vpc-external-network.${namespace}`,
         cidrBlock: '172.18.0.0/24',
         gateway: '172.18.0.1',
-        excludeIps: ['172.18.0.1..172.18.0.10'],
+        excludeIps: ['172.18.0.1..172.18.0.10', ...(eipRange ? [eipRange] : [])],
       },
     },
     {

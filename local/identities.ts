@@ -71,6 +71,11 @@ export function renderKustomization(dir: string): { docs: Manifest[]; how: strin
   };
 }
 
+/** infra/kube-ovn-fence: what keeps an unmodified kube-ovn-controller off the EIPs (ADR 0095). */
+export function kubeOvnFence(): { docs: Manifest[]; how: string } {
+  return renderKustomization(join(root, 'infra/kube-ovn-fence'));
+}
+
 /** infra/rbac, infra/bridge and kube-ovn's RBAC, in the order they are applied (namespaces first). */
 export function labManifests(): { docs: Manifest[]; notes: string[] } {
   const rbac = renderKustomization(join(root, 'infra/rbac'));

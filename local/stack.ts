@@ -29,7 +29,7 @@ import { MetricRecorder } from './dashboard/recorder.js';
 import { type Dashboard, type DriftCheck, OutcomeLog, startDashboard } from './dashboard/server.js';
 import { demoObjects } from './demo.js';
 import { localDynamoClient, startLocalDynamo } from './dynamo.js';
-import { type Component, componentTokens, labManifests, type Manifest } from './identities.js';
+import { type Component, componentTokens, kubeOvnFence, labManifests, type Manifest } from './identities.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
 import { kubeConfigFromFile } from './kubeconfig.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
@@ -215,6 +215,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     });
     stops.push(() => standIns.stop());
     if (options.kubeOvnEipController) {
+      // As docs/deploy-eks.md step 2 sets it up: the fence, and (with the demo) a dedicated range in excludeIps.
+      const fence = kubeOvnFence();
+      await applyManifests(kubeConfig, fence.docs);
+      say(
+        `kube-ovn: the fence infra/kube-ovn-fence applied (${fence.how}; kubectl delete -k infra/kube-ovn-fence to see kube-ovn unfenced)`,
+      );
       const model = await startKubeOvnEipModel({
         kubeConfig: kubeOvnConfig,
         namespace: NAMESPACE,
@@ -301,7 +307,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       say(`dashboard: ${dashboard.url} (read-only, loopback only)`);
     }
 
-    if (options.demo !== false) await seedDemo(kubeConfig, release, say);
+    if (options.demo !== false)
+      await seedDemo(kubeConfig, release, say, options.kubeOvnEipController === true);
     if (maintenance.on) {
       // The demo's gateway pod comes from the stand-in a moment after its VpcNatGateway: the first run waits for it
       // (5 s at most), so that it reserves the pod's own address as the gc function would.
@@ -360,14 +367,18 @@ async function applyManifests(kubeConfig: KubeConfig, docs: readonly Manifest[])
   }
 }
 
+/** The demo's dedicated EIP range beside the model of kube-ovn-controller (in excludeIps too, ADR 0096). */
+const DEMO_EIP_RANGE = '172.18.0.100..172.18.0.200';
+
 /** Creates the demo objects that are missing (an existing one, e.g. from --data-dir, is left as it is). */
 async function seedDemo(
   kubeConfig: Parameters<typeof KubernetesObjectApi.makeApiClient>[0],
   release: KubeOvnRelease,
   say: (l: string) => void,
+  besideKubeOvn: boolean,
 ) {
   const client = KubernetesObjectApi.makeApiClient(kubeConfig);
-  for (const obj of demoObjects(NAMESPACE, release)) {
+  for (const obj of demoObjects(NAMESPACE, release, besideKubeOvn ? DEMO_EIP_RANGE : undefined)) {
     const what = `${obj.kind} ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name}`;
     try {
       await client.create(obj as KubernetesObject);

@@ -228,6 +228,47 @@ describe.skipIf(skip)('npm start', () => {
     expect(help.stdout).not.toContain('workers-off');
   });
 
+  it("--with-kube-ovn-eip-controller: the model beside the product as docs/deploy-eks.md step 2 sets it up (the fence, a range in excludeIps); the demo EIP is the product's, kube-ovn's writes refused", async () => {
+    const s = start('--with-kube-ovn-eip-controller', '--no-dashboard');
+    await waitFor(s, /^kube-ovn: the fence infra\/kube-ovn-fence applied/m);
+    await waitFor(s, /^kube-ovn: a MODEL of an unmodified kube-ovn-controller/m);
+    const ip = (await waitFor(s, /demo: iptables-eip demo-eip is Ready with (\S+) on gateway gw1/))[1]!;
+    // The demo's dedicated range, 172.18.0.100..172.18.0.200 (local/stack.ts).
+    expect(ip).toMatch(/^172\.18\.0\.\d+$/);
+    expect(Number(ip.split('.')[3])).toBeGreaterThanOrEqual(100);
+    expect(Number(ip.split('.')[3])).toBeLessThanOrEqual(200);
+    const managers = await kubectl(
+      'get',
+      'iptables-eip',
+      'demo-eip',
+      '-o',
+      'jsonpath={.metadata.managedFields[*].manager}',
+    );
+    expect(managers.stdout.split(' ')).not.toContain('kube-ovn-controller');
+    const asKubeOvn = await run(
+      'kubectl',
+      [
+        '--kubeconfig',
+        `${kubeconfig}-kube-ovn`,
+        'patch',
+        'iptables-eip',
+        'demo-eip',
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        '{"status":{"ip":"172.18.0.11"}}',
+        '--dry-run=server',
+      ],
+      { env: { ...process.env, HOME: dir } },
+    ).catch((e: { code: number; stderr: string }) => e);
+    expect(asKubeOvn).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining("ValidatingAdmissionPolicy 'eip-lambdas-fence-kube-ovn-eip-writes'"),
+    });
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toBe(0);
+  }, 90_000);
+
   it('plays the kube-ovn release --kube-ovn-version names: on ready:, in the header, in the gateway pod', async () => {
     const s = start('--kube-ovn-version=1.16');
     const ready = await waitFor(s, /^ready: .* kube-ovn=1\.16 .*dashboard=(\S+)$/m);
