@@ -3,7 +3,7 @@ import { DEFAULT_RELEASE, gatewayImage, type KubeOvnRelease } from './natgw/rele
 
 /**
  * The demo a newcomer meets with `npm start`: what a kube-ovn cluster with the VPC NAT gateway feature has — the
- * * two ConfigMaps that switch it on, the external subnet, a VPC subnet with a gateway in it, a QoS policy — and one
+ * two ConfigMaps that switch it on, the external subnet, a VPC subnet with a gateway in it, a QoS policy — and one
  * EIP using them. `eipRange`: a dedicated EIP range for the external subnet (its annotation, and in excludeIps), as
  * beside kube-ovn (docs/deploy-eks.md, step 2b).
  */
