@@ -8,13 +8,14 @@
  * 1. The burst, per kube-ovn release (1.12, 1.16 and master, 100 EIPs each, by default; every release and 200 EIPs
  *    with EIP_LONG=1; COEXIST_BURST sets the number): EIPs created at once (the 20 static ones a moment before the
  *    random ones; some with QoS), kube-ovn restarted mid-burst, FIPs on some of them, a QoS change, a gateway
- *    container restart, a gateway pod re-created, everything deleted. Nothing configured by kube-ovn, nothing removed wrongly, no field flapping,
- *    kube-ovn's FIP work done, the audit clean, and kube-ovn's cost measured (printed at the end).
+ *    container restart, a gateway pod re-created, everything deleted. Nothing configured by kube-ovn, nothing removed
+ *    wrongly, no field flapping, kube-ovn's FIP work done, the audit clean, and kube-ovn's cost measured (printed at
+ *    the end).
  * 2. The bridge refuses to start when the dedicated range is not in the subnet's excludeIps (ADR 0096).
  * 3. Migration both ways, per release as in 1: kube-ovn alone made EIPs Ready; fence, range, `npm run adopt`,
  *    bridge; then hand-back: bridge stopped, fence removed, kube-ovn restarted — it takes over from status.
  *
- * How long, on a shared two-core machine under load: the defaults 1.5 to 3 minutes, EIP_LONG=1 10 (the numbers
+ * How long, on a shared two-core machine under load: the defaults 1.5 to 3 minutes, EIP_LONG=1 8 to 10 (the numbers
  * it measures: ADR 0095, "Costs and limits").
  *
  * The gateway pods run the model's release, as in a cluster (what the fence sees differs per release: command form,
