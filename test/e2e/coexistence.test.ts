@@ -15,7 +15,7 @@
  * 3. Migration both ways, per release as in 1: kube-ovn alone made EIPs Ready; fence, range, `npm run adopt`,
  *    bridge; then hand-back: bridge stopped, fence removed, kube-ovn restarted — it takes over from status.
  *
- * How long, on a shared two-core machine under load: the defaults 1.5 to 3 minutes, EIP_LONG=1 8 to 10 (the numbers
+ * How long, on a shared two-core machine under load: the defaults 1 to 3 minutes, EIP_LONG=1 8 to 10 (the numbers
  * it measures: ADR 0095, "Costs and limits").
  *
  * The gateway pods run the model's release, as in a cluster (what the fence sees differs per release: command form,
