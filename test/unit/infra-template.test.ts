@@ -194,7 +194,7 @@ describe('docs/configuration.md', () => {
             : [];
     for (const file of paths.flatMap((p) => files(join(root, p))))
       for (const m of readFileSync(file, 'utf8').matchAll(
-        /\benv\.([A-Z_][A-Z0-9_]+)|\b(?:text|int)\('([A-Z_][A-Z0-9_]+)'/g,
+        /\benv\.([A-Z_][A-Z0-9_]+)|\b(?:text|int|intIn|choice)\('([A-Z_][A-Z0-9_]+)'/g,
       ))
         out.add((m[1] ?? m[2])!);
     return out;
