@@ -290,13 +290,25 @@ export interface ExecResult {
   stderr: string;
 }
 
+export interface GatewayRunOptions {
+  /** The exec's hard limit instead of the adapter's own (a call with many rules takes longer, ADR 0110). */
+  timeoutMs?: number;
+}
+
 export interface Gateway {
   /**
-   * Runs `bash /kube-ovn/nat-gateway.sh <op> <args…>` as an argv array in the pod's vpc-nat-gw container.
+   * Runs `bash /kube-ovn/nat-gateway.sh <op> <args…>` as an argv array in the pod's vpc-nat-gw container: one rule
+   * per argument, several in one call when the core batches them (shared/core/batch.ts).
    * Resolves when the command exits 0 (stderr alone is not a failure).
    * @throws GatewayCommandError on a non-zero exit, a stream that closes without a status, or a timeout
    */
-  run(pod: GatewayPod, op: NatGwOp, args: readonly string[], signal?: AbortSignal): Promise<ExecResult>;
+  run(
+    pod: GatewayPod,
+    op: NatGwOp,
+    args: readonly string[],
+    signal?: AbortSignal,
+    options?: GatewayRunOptions,
+  ): Promise<ExecResult>;
 }
 
 /**
@@ -349,6 +361,23 @@ export interface Deps {
   inspector?: GatewayInspector;
   /** KUBE_OVN_RELEASE: the release a gateway is taken to speak when nothing else tells (docs/compatibility.md). */
   kubeOvnRelease?: string;
+  /** How gateway work is batched per pod (shared/core/batch.ts); the defaults there otherwise. */
+  batching?: BatchSettings;
+}
+
+/** Tuning of the per-pod batching of gateway work (ADR 0110). */
+export interface BatchSettings {
+  /**
+   * How long a call waits for others before its exec while other invocations of this container are running
+   * (never when it is the only one, as in a Lambda container). Default 5 ms.
+   */
+  windowMs?: number;
+  /** The most argument bytes one exec carries (MAX_EXEC_ARG_BYTES). */
+  maxArgBytes?: number;
+  /** The most rules one exec carries. Default 10,000. */
+  maxRules?: number;
+  /** The exec's own limit for one rule; the exec timeout grows from it with the rules (EXEC_TIMEOUT_MS). */
+  execTimeoutMs?: number;
 }
 
 /** Re-export for adapters that only need the types of the objects they move. */

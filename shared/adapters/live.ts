@@ -95,6 +95,7 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
     metrics,
     newId: () => randomUUID(),
     ...(config.kubeOvnRelease && { kubeOvnRelease: config.kubeOvnRelease }),
+    batching: { execTimeoutMs: config.execTimeoutMs },
   };
 }
 

@@ -4,6 +4,7 @@
  * Decisions: docs/adr/0037-gateway-inspection.md, 0038-drift-model.md, 0039-drift-repair.md.
  */
 
+import { batcherOf } from '../core/batch.js';
 import { chooseGatewayDialect } from '../core/dialect.js';
 import { type Invocation, withLease } from '../core/invocation.js';
 import { updateEip } from '../core/operations.js';
@@ -397,8 +398,10 @@ async function repairOrphan(
   try {
     if (!pod) throw new GatewayNotReadyError(`gateway ${gateway} has no pod`);
     const { dialect } = await chooseGatewayDialect(deps, gateway, pod, 'send');
+    // Through the container's gateway batching, under the pod's gateway lease like every exec (ADR 0110).
+    const inv = invocation(deps, address, `orphan:${address}`, 'manual');
     for (const call of [eipDel(dialect, { address, prefix: d.prefix! }), ...qosRemove(dialect, address)])
-      await deps.gateway.run(pod, call.op, call.args);
+      await batcherOf(deps).exec(inv, pod, call, dialect);
     await deps.store.forgetSighting(gateway, address);
     orphan({ action, result: 'done', detail: evidence });
   } catch (e) {

@@ -22,6 +22,7 @@ import { gatewayApp } from '../domain/gateway-pod.js';
 import { DEFAULT_EXTERNAL_SUBNET, type VpcNatGateway } from '../domain/kube-ovn.js';
 import type { NatGwCall } from '../domain/nat-gateway.js';
 import type { Deps, GatewayPod, Pool } from '../ports.js';
+import { batcherOf } from './batch.js';
 import { checkDeadline, type Invocation } from './invocation.js';
 
 /** @throws NatGwDisabledError when the VPC NAT gateway feature is off (kube-ovn removes the gateway pods then) */
@@ -126,7 +127,7 @@ export async function runGateway(
   const { op, args } = call;
   const started = deps.clock.now();
   try {
-    const { stderr } = await deps.gateway.run(pod, op, args, inv.signal);
+    const { stderr } = await batcherOf(deps).exec(inv, pod, call, dialect);
     // stderr alone is not a failure; keep it for whoever reads the logs.
     inv.log.info('gateway op', { op, args, pod: pod.name, ...(stderr.trim() && { stderr: stderr.trim() }) });
   } catch (e) {

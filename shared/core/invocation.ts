@@ -8,6 +8,7 @@ import type { IptablesEip } from '../domain/kube-ovn.js';
 import { LEASE_MAX_MS, leaseKey } from '../domain/lease.js';
 import type { EipEvent } from '../events.js';
 import type { Deps, EipObjectChange, Logger } from '../ports.js';
+import { batcherOf } from './batch.js';
 
 export interface Invocation {
   event: EipEvent;
@@ -32,6 +33,8 @@ export async function withLease<T>(inv: Invocation, deps: Deps, fn: () => Promis
     if (e instanceof LeaseHeldError) deps.metrics.count('LeaseContention');
     throw e;
   }
+  // The container's gateway batching (./batch.ts) keeps a gateway pod's lease while an invocation runs.
+  const leave = batcherOf(deps).enter();
   try {
     return await fn();
   } finally {
@@ -39,6 +42,7 @@ export async function withLease<T>(inv: Invocation, deps: Deps, fn: () => Promis
       // The lease expires on its own; a failed release only delays the next invocation.
       inv.log.warn('lease release failed', { error: String(e) });
     });
+    await leave();
   }
 }
 

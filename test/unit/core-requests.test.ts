@@ -25,7 +25,11 @@ function count(w: World): Record<string, number> {
       if (m === 'constructor' || typeof target[m] !== 'function') continue;
       const original = target[m].bind(obj);
       vi.spyOn(target, m).mockImplementation((...a: unknown[]) => {
-        calls[`${port}.${m}`] = (calls[`${port}.${m}`] ?? 0) + 1;
+        // The gateway pod's lease (ADR 0110) is counted apart from the EIP's.
+        const leaseOf = (x: unknown) => (x as { key?: string })?.key ?? String(x);
+        const gatewayLease = port === 'leases' && /^pod#/.test(leaseOf(a[0]));
+        const name = `${gatewayLease ? 'gatewayLease' : port}.${m}`;
+        calls[name] = (calls[name] ?? 0) + 1;
         return original(...a);
       });
     }
@@ -41,7 +45,7 @@ describe('an add reads the EIP once, under its lease', () => {
     const acquire = w.leases.acquire.bind(w.leases);
     const getEip = w.cluster.getEip.bind(w.cluster);
     vi.spyOn(w.leases, 'acquire').mockImplementation((...a) => {
-      order.push('lease');
+      order.push(a[0].startsWith('pod#') ? 'gateway lease' : 'lease');
       return acquire(...a);
     });
     vi.spyOn(w.cluster, 'getEip').mockImplementation((...a) => {
@@ -49,7 +53,8 @@ describe('an add reads the EIP once, under its lease', () => {
       return getEip(...a);
     });
     expect(await w.run('add', 'eip-a', 'added')).toMatchObject({ status: 'applied' });
-    expect(order).toEqual(['lease', 'getEip']);
+    // The gateway pod's lease only for the exec, after everything the add decides on was read (ADR 0110).
+    expect(order).toEqual(['lease', 'getEip', 'gateway lease']);
   });
 
   it('an event for an EIP that is gone is skipped under the lease, and the lease is given back', async () => {
@@ -203,7 +208,7 @@ describe('the placement is written with the claim', () => {
     expect(await w.holds.findHolder('q-own')).toEqual({ uid: w.get('eip-o')!.metadata.uid, name: 'eip-o' });
   });
 
-  it('an add sends three DynamoDB requests: the lease, the claim with its placement, the lease back (ADR 0042)', async () => {
+  it('an add sends three DynamoDB requests: the lease, the claim with its placement, the lease back (ADR 0042), and, alone in its container, the gateway lease taken and given back (ADR 0110)', async () => {
     const w = world();
     // A gateway pod with its own address on the EIP's network: avoided at the claim, never reserved by the add.
     w.createPod(undefined, { 'ovn-vpc-external-network': '172.18.0.2' });
@@ -215,12 +220,14 @@ describe('the placement is written with the claim', () => {
       // The methods of the Ipam and Leases ports (each one DynamoDB request or more on the real adapters).
       const ports = ['claimAddress', 'claimAny', 'findByOwner', 'release', 'place', 'acquire'];
       const dynamo = Object.entries(calls).filter(
-        ([k]) => /^(ipam|leases)\./.test(k) && ports.includes(k.split('.')[1]!),
+        ([k]) => /^(ipam|leases|gatewayLease)\./.test(k) && ports.includes(k.split('.')[1]!),
       );
       expect(Object.fromEntries(dynamo)).toEqual({
         'leases.acquire': 1,
         'ipam.claimAny': 1,
         'leases.release': 1,
+        'gatewayLease.acquire': 1,
+        'gatewayLease.release': 1,
       });
     }
     expect([...w.ipam.allocations.values()].map((a) => a.address).sort()).toEqual([

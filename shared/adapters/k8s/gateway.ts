@@ -35,7 +35,7 @@ export function createK8sGateway(options: K8sGatewayOptions): Gateway {
   const exec = new KubeRest(options.kubeConfig);
   const timeoutMs = options.timeoutMs ?? DEFAULT_EXEC_TIMEOUT_MS;
   return {
-    run: (pod, op, args, signal) => runOnce(exec, timeoutMs, pod, op, args, signal),
+    run: (pod, op, args, signal, o) => runOnce(exec, o?.timeoutMs ?? timeoutMs, pod, op, args, signal),
   };
 }
 
@@ -78,7 +78,9 @@ async function runOnce(
   args: readonly string[],
   signal: AbortSignal | undefined,
 ): Promise<ExecResult> {
-  const label = `nat-gateway.sh ${op} ${args.join(' ')}`.trimEnd();
+  // A batch's label names its first rules only (errors and logs stay readable).
+  const shown = args.length > 3 ? [...args.slice(0, 3), `… (${args.length} rules)`] : args;
+  const label = `nat-gateway.sh ${op} ${shown.join(' ')}`.trimEnd();
   return runArgv(exec, timeoutMs, pod, natGatewayArgv(op, args), label, signal);
 }
 

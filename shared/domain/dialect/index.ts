@@ -4,6 +4,7 @@
  * no I/O; the core and the audit call it with what they read.
  */
 export * from './calls.js';
+export * from './costs.js';
 export * from './detect.js';
 export * from './dialects.js';
 export * from './failures.js';

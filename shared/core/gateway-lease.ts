@@ -1,0 +1,74 @@
+/**
+ * The gateway lease: one per gateway pod, beside the per-EIP leases on the same Leases port (key
+ * `pod#<namespace>/<name>`), so that two invocations — in one Lambda container or in two — never exec into one pod at
+ * once: each exec starts a process in the pod and its iptables runs take the pod's xtables lock (kube-ovn serialises
+ * its own execs per gateway pod, kubeovn/kube-ovn#5817). Whoever holds it runs every exec into the pod; a holder that
+ * dies leaves it to expire (docs/adr/0110-gateway-work-batched-per-pod.md).
+ */
+import { DeadlineError, LeaseHeldError } from '../domain/errors.js';
+import { LEASE_MAX_MS } from '../domain/lease.js';
+import type { Deps, GatewayPod, Lease } from '../ports.js';
+
+/** The lease key of a gateway pod. */
+export const podLeaseKey = (pod: Pick<GatewayPod, 'namespace' | 'name'>): string =>
+  `pod#${pod.namespace}/${pod.name}`;
+
+/** How long past what it needs a holder takes the lease, so that a run of short execs extends it rarely. */
+const HOLD_MARGIN_MS = 10_000;
+/** Waiting for another holder: the first pause, doubling to the last. */
+const FIRST_WAIT_MS = 25;
+const MAX_WAIT_MS = 1_000;
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export class PodLease {
+  private lease: Lease | undefined;
+  /** The holder id of this container's claim on the pod. */
+  private readonly holder: string;
+
+  constructor(
+    private readonly deps: Pick<Deps, 'leases' | 'clock' | 'newId' | 'metrics'>,
+    readonly key: string,
+  ) {
+    this.holder = deps.newId();
+  }
+
+  get held(): boolean {
+    return this.lease !== undefined && this.lease.expiresAt > this.deps.clock.now();
+  }
+
+  /**
+   * Holds the lease for at least `ms` more, taking or extending it; while another holder has it, waits (pausing
+   * 25 ms doubling to 1 s) until it is free or `deadline` (epoch ms) would pass.
+   * @throws LeaseHeldError when the pod stayed busy until the deadline; DeadlineError when no time is left
+   */
+  async hold(ms: number, deadline: number): Promise<void> {
+    const need = Math.min(ms, LEASE_MAX_MS - HOLD_MARGIN_MS);
+    if (this.lease && this.lease.expiresAt >= this.deps.clock.now() + need) return;
+    if (this.deps.clock.now() >= deadline)
+      throw new DeadlineError(`no time left to take gateway lease ${this.key}`);
+    let wait = FIRST_WAIT_MS;
+    for (;;) {
+      const now = this.deps.clock.now();
+      try {
+        this.lease = await this.deps.leases.acquire(this.key, this.holder, now + need + HOLD_MARGIN_MS);
+        return;
+      } catch (e) {
+        if (!(e instanceof LeaseHeldError)) throw e;
+        this.lease = undefined;
+        this.deps.metrics.count('GatewayLeaseWaits');
+        if (this.deps.clock.now() + wait >= deadline)
+          throw new LeaseHeldError(`gateway pod busy: ${e.message}`, e.holder, e.expiresAt);
+        await sleep(wait * (0.5 + Math.random()));
+        wait = Math.min(wait * 2, MAX_WAIT_MS);
+      }
+    }
+  }
+
+  /** Gives the lease up (nothing when it is not held; a failure only lets it expire). */
+  async release(): Promise<void> {
+    const lease = this.lease;
+    this.lease = undefined;
+    if (lease) await this.deps.leases.release(lease);
+  }
+}
