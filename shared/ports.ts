@@ -137,6 +137,12 @@ export interface Ipam {
    * nothing) when the owner no longer holds the address.
    */
   place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean>;
+  /**
+   * The allocations held at `addresses` of `subnet`'s IPv4 pool, by address (strongly consistent; a free or unknown
+   * address is absent). Optional: a gateway's redo checks with it that each address it re-adds is held where it is
+   * placed (docs/adr/0111-gateway-redo-in-one-sweep.md); without it every EIP redoes its own.
+   */
+  heldAt?(subnet: string, addresses: readonly string[]): Promise<Map<string, Allocation>>;
 }
 
 // ---------------------------------------------------------------- Policy holds
@@ -312,6 +318,28 @@ export interface Gateway {
 }
 
 /**
+ * What a gateway redo re-applied in one run of a gateway pod's container (docs/adr/0111-gateway-redo-in-one-sweep.md):
+ * the calls that succeeded there, as keys (shared/core/redo.ts), so that each EIP's own update skips what was done.
+ */
+export interface RedoRecord {
+  /** The pod, `<namespace>/<name>`. */
+  pod: string;
+  /** The container run the calls were made in: pod uid, restart count and start time. */
+  run: string;
+  /** Keys of the calls that succeeded in that run. */
+  done: readonly string[];
+  /** False while the redo is still under way (it ran out of time and the next invocation goes on with it). */
+  complete: boolean;
+}
+
+export interface RedoLedger {
+  /** The record of pod `pod` (`<namespace>/<name>`), if any (strongly consistent). */
+  get(pod: string): Promise<RedoRecord | undefined>;
+  /** Replaces the record of `record.pod` (the caller holds the pod's gateway lease). */
+  put(record: RedoRecord): Promise<void>;
+}
+
+/**
  * Read-only commands in a gateway pod's vpc-nat-gw container: the audit's inspection, and the one read a handler
  * makes when a gateway's kube-ovn release can only be told from inside it (its nat table, its env file). Argv only,
  * and only what `isDialectInspectionArgv` accepts (shared/domain/dialect/inspect.ts); adapters check before they exec.
@@ -361,6 +389,8 @@ export interface Deps {
   inspector?: GatewayInspector;
   /** KUBE_OVN_RELEASE: the release a gateway is taken to speak when nothing else tells (docs/compatibility.md). */
   kubeOvnRelease?: string;
+  /** Where gateway redos record what they re-applied; without it every EIP redoes its own (ADR 0111). */
+  redoLedger?: RedoLedger;
   /** How gateway work is batched per pod (shared/core/batch.ts); the defaults there otherwise. */
   batching?: BatchSettings;
 }

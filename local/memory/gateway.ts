@@ -6,7 +6,7 @@
 
 import { GatewayCommandError } from '../../shared/domain/errors.js';
 import { natGatewayArgv } from '../../shared/domain/nat-gateway.js';
-import type { ExecResult, Gateway, GatewayPod, NatGwOp } from '../../shared/ports.js';
+import type { ExecResult, Gateway, GatewayPod, GatewayRunOptions, NatGwOp } from '../../shared/ports.js';
 import { formatIp, networkOf, parsePrefix } from '../natgw/addr.js';
 import { atLeast, DEFAULT_RELEASE, type KubeOvnRelease } from '../natgw/releases.js';
 import { NatGatewaySim } from '../natgw/sim.js';
@@ -103,6 +103,7 @@ export class MemoryGateway implements Gateway {
     op: NatGwOp,
     args: readonly string[],
     signal?: AbortSignal,
+    _options?: GatewayRunOptions,
   ): Promise<ExecResult> {
     const argv = natGatewayArgv(op, args);
     const delay = this.delays.shift();

@@ -19,6 +19,7 @@ import {
   assertClaimable,
   canonicalAddress,
   formatAddress,
+  parseAddress,
   staticAddressProblem,
 } from '../../shared/domain/addressing.js';
 import { AddressConflictError, NoAvailableAddressError } from '../../shared/domain/errors.js';
@@ -200,6 +201,22 @@ export class MemoryIpam implements Ipam {
     if (!held || held.owner.uid !== ownerUid) return false;
     this.allocations.set(k, { ...held, placement: { ...placement } });
     return true;
+  }
+
+  async heldAt(subnet: string, addresses: readonly string[]): Promise<Map<string, Allocation>> {
+    const out = new Map<string, Allocation>();
+    for (const address of addresses) {
+      const parsed = parseAddress(address);
+      if (parsed?.family !== 4) continue;
+      const held = this.allocations.get(keyOf(subnet, canonicalAddress(address)));
+      if (held)
+        out.set(address, {
+          ...held,
+          owner: { ...held.owner },
+          ...(held.placement && { placement: { ...held.placement } }),
+        });
+    }
+    return out;
   }
 
   private usedSet(pool: Pool): Set<string> {

@@ -26,6 +26,7 @@ import { memoryInspector } from './inspect.js';
 import { MemoryIpam } from './ipam.js';
 import { MemoryLeases } from './leases.js';
 import { memoryLogger } from './logger.js';
+import { MemoryRedoLedger } from './redo-ledger.js';
 
 /**
  * The pod template facts of the release the simulated gateway speaks (local/natgw/README.md), as the lab's gateway
@@ -87,6 +88,7 @@ export function world(options: WorldOptions = {}) {
   // the bare net1 its tests were written for.
   const gateway = new MemoryGateway({ release, ...(release !== '1.12' && { net1: '172.18.0.254/24' }) });
   const metrics = new TallyMetrics();
+  const redoLedger = new MemoryRedoLedger();
   const log = memoryLogger();
   let ids = 0;
   const deps: Deps = {
@@ -96,6 +98,7 @@ export function world(options: WorldOptions = {}) {
     leases,
     gateway,
     inspector: memoryInspector(gateway),
+    redoLedger,
     clock,
     log,
     metrics,
@@ -140,6 +143,7 @@ export function world(options: WorldOptions = {}) {
     holds,
     leases,
     gateway,
+    redoLedger,
     metrics,
     log,
 

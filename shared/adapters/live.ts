@@ -17,6 +17,7 @@ import {
   createDynamoHolds,
   createDynamoIpam,
   createDynamoLeases,
+  createDynamoRedoLedger,
   DYNAMO_MAX_ATTEMPTS,
 } from './dynamo/index.js';
 import { createK8sCluster, createK8sGateway, createK8sInspector } from './k8s/index.js';
@@ -90,6 +91,7 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
     ipam: createDynamoIpam({ client, tableName: config.dynamo.tableName, log, metrics }),
     holds: createDynamoHolds({ client, tableName: config.dynamo.tableName, log, metrics }),
     leases: createDynamoLeases({ client, tableName: config.dynamo.tableName, clock }),
+    redoLedger: createDynamoRedoLedger({ client, tableName: config.dynamo.tableName, clock }),
     clock,
     log,
     metrics,

@@ -46,6 +46,8 @@ export const callKey = (op: NatGwOp, arg: string): string => `${op} ${arg}`;
 /** What a job holding a pod's queue can do. */
 export interface PodSession {
   readonly pod: GatewayPod;
+  /** Holds the pod's gateway lease for at least `ms` more (waiting while another container has it). */
+  hold(ms: number, deadline: number): Promise<void>;
   /** Runs the calls (grouped by op, groups in the order of their first call) and gives each outcome by callKey. */
   run(calls: readonly GatewayCall[], deadline: number): Promise<Map<string, Outcome>>;
 }
@@ -54,6 +56,13 @@ interface Entry extends GatewayCall {
   inv: Invocation;
   pod: GatewayPod;
   settle(o: Outcome): void;
+}
+
+/** The time calls may take: until `deadline`; `signal` aborts the exec; `whole`: a job's calls (PodSession). */
+interface Budget {
+  deadline: number;
+  signal?: AbortSignal;
+  whole?: boolean;
 }
 
 interface Job {
@@ -204,22 +213,24 @@ export class GatewayBatcher {
   private async runEntries(q: PodQueue, entries: Entry[]): Promise<void> {
     const deadline = Math.max(...entries.map((e) => e.inv.deadline));
     const aborts = allAborted(entries.map((e) => e.inv.signal));
-    const outcomes = await this.runCalls(q, entries, deadline, aborts.signal).finally(aborts.dispose);
+    const outcomes = await this.runCalls(q, entries, { deadline, signal: aborts.signal }).finally(
+      aborts.dispose,
+    );
     for (const e of entries) e.settle(outcomes.get(callKey(e.call.op, e.call.args[0]!))!);
   }
 
   private session(q: PodQueue): PodSession {
     return {
       pod: q.pod,
-      run: (calls, deadline) => this.runCalls(q, calls, deadline, undefined),
+      hold: (ms, deadline) => q.lease.hold(ms, deadline),
+      run: (calls, deadline) => this.runCalls(q, calls, { deadline, whole: true }),
     };
   }
 
   private async runCalls(
     q: PodQueue,
     calls: readonly GatewayCall[],
-    deadline: number,
-    signal: AbortSignal | undefined,
+    by: Budget,
   ): Promise<Map<string, Outcome>> {
     const groups = new Map<string, { op: NatGwOp; dialect: Dialect | undefined; args: string[] }>();
     for (const { call, dialect } of calls) {
@@ -230,27 +241,34 @@ export class GatewayBatcher {
     }
     const out = new Map<string, Outcome>();
     for (const g of groups.values()) {
-      const settled = await this.runGroup(q, g.op, g.dialect, [...new Set(g.args)], deadline, signal);
+      const settled = await this.runGroup(q, g.op, g.dialect, [...new Set(g.args)], by);
       for (const [arg, o] of settled) out.set(callKey(g.op, arg), o);
     }
     return out;
   }
 
-  /** One op's rules, chunk by chunk; a failure to get the lease or a deadline settles what is left with it. */
+  /**
+   * One op's rules, chunk by chunk; a failure to get the lease or a deadline settles what is left with it. A job
+   * (`whole`) starts no chunk its time would not cover.
+   */
   private async runGroup(
     q: PodQueue,
     op: NatGwOp,
     d: Dialect | undefined,
     args: readonly string[],
-    deadline: number,
-    signal: AbortSignal | undefined,
+    by: Budget,
   ): Promise<Map<string, Outcome>> {
     const out = new Map<string, Outcome>();
     let rest = args;
     while (rest.length > 0) {
-      const chunk = this.nextChunk(q.pod, op, d, rest, deadline);
+      const chunk = this.nextChunk(q.pod, op, d, rest, by);
+      if (chunk.length === 0) {
+        const error = new DeadlineError('no time left to run the rest of the gateway work');
+        for (const a of rest) out.set(a, { ok: false, error });
+        break;
+      }
       rest = rest.slice(chunk.length);
-      const exec: ExecArgs = (a) => this.execOnce(q, op, d, a, deadline, signal);
+      const exec: ExecArgs = (a) => this.execOnce(q, op, d, a, by);
       try {
         for (const [a, o] of await settleRules(exec, chunk, d)) out.set(a, o);
       } catch (error) {
@@ -261,16 +279,21 @@ export class GatewayBatcher {
     return out;
   }
 
-  /** The next chunk: within the bytes and rules one exec carries and the time its callers have left. */
+  /**
+   * The next chunk: within the bytes and rules one exec carries and the time its callers have left (at least one
+   * rule, unless `whole`: then none when not even one fits).
+   */
   private nextChunk(
     pod: GatewayPod,
     op: NatGwOp,
     d: Dialect | undefined,
     args: readonly string[],
-    deadline: number,
+    by: Budget,
   ): readonly string[] {
-    const budget = Math.min(MAX_CHUNK_MS, deadline - this.deps.clock.now() - DEADLINE_MARGIN_MS);
-    const byTime = Math.max(1, Math.floor(budget / this.costOf(pod, op, d)));
+    const budget = Math.min(MAX_CHUNK_MS, by.deadline - this.deps.clock.now() - DEADLINE_MARGIN_MS);
+    const fits = Math.floor(budget / this.costOf(pod, op, d));
+    if (by.whole && fits < 1) return [];
+    const byTime = Math.max(1, fits);
     const count = Math.min(this.settings.maxRules, byTime);
     return chunkArgs(args, this.settings.maxArgBytes, count)[0] ?? [];
   }
@@ -285,23 +308,22 @@ export class GatewayBatcher {
     op: NatGwOp,
     d: Dialect | undefined,
     args: readonly string[],
-    deadline: number,
-    signal: AbortSignal | undefined,
+    by: Budget,
   ): Promise<ExecResult> {
     const { clock, gateway, metrics } = this.deps;
     const perRule = this.costOf(q.pod, op, d);
-    const left = deadline - clock.now();
+    const left = by.deadline - clock.now();
     if (left <= 0) throw new DeadlineError('no time left for the gateway call');
     const timeoutMs = Math.max(
       1_000,
       Math.min(this.settings.execTimeoutMs + 2 * args.length * perRule, left),
     );
-    await q.lease.hold(timeoutMs, deadline);
+    await q.lease.hold(timeoutMs, by.deadline);
     const started = clock.now();
     metrics.count('GatewayExecs', 1, { op });
     metrics.count('GatewayBatchRules', args.length, { op });
     try {
-      const r = await gateway.run(q.pod, op, args, signal, { timeoutMs });
+      const r = await gateway.run(q.pod, op, args, by.signal, { timeoutMs });
       this.learn(q.pod, op, Math.max(MIN_RULE_MS, (clock.now() - started) / args.length));
       return r;
     } catch (e) {

@@ -32,6 +32,7 @@ import type { Outcome } from './outcome.js';
 import { podAddressesOn, refuseGatewayPodAddress } from './pod-addresses.js';
 import { natStatus, type Run, validName } from './prelude.js';
 import { applyQos, assertBindable, type LoadedQos, loadQos, type QosResult } from './qos.js';
+import { redoGateway } from './redo.js';
 import { rejectedAfterConfiguring } from './settle.js';
 import {
   addedMeta,
@@ -245,6 +246,9 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
     eip0.status?.redo !== token || eip0.status?.ready !== true || inv.event.reason === 'gateway-restarted';
   if (redo) {
     const d = await run.dialect(pod);
+    // The container run changed: the whole gateway is redone at once, and what that re-added is not sent again.
+    if (eip0.status?.redo !== token || inv.event.reason === 'gateway-restarted')
+      await redoGateway(run, pod, d, ip);
     await run.gw(pod, eipAdd(d, { address: ip, prefix: placement.prefix, gateway: pool.gateway }), d);
   }
 

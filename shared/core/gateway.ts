@@ -24,6 +24,7 @@ import type { NatGwCall } from '../domain/nat-gateway.js';
 import type { Deps, GatewayPod, Pool } from '../ports.js';
 import { batcherOf } from './batch.js';
 import { checkDeadline, type Invocation } from './invocation.js';
+import { redoneCall } from './redo-coverage.js';
 
 /** @throws NatGwDisabledError when the VPC NAT gateway feature is off (kube-ovn removes the gateway pods then) */
 export async function requireFeature(deps: Deps): Promise<void> {
@@ -122,14 +123,19 @@ export async function runGateway(
   pod: GatewayPod,
   call: NatGwCall,
   dialect?: Dialect,
-): Promise<void> {
+): Promise<'ran' | 'redone'> {
   checkDeadline(inv);
   const { op, args } = call;
+  // Made by this container run's gateway redo for this EIP (ADR 0111): nothing to send.
+  const redone = redoneCall(inv, pod, call);
+  if (redone?.done) return 'redone';
   const started = deps.clock.now();
   try {
+    if (redone) throw redone.error;
     const { stderr } = await batcherOf(deps).exec(inv, pod, call, dialect);
     // stderr alone is not a failure; keep it for whoever reads the logs.
     inv.log.info('gateway op', { op, args, pod: pod.name, ...(stderr.trim() && { stderr: stderr.trim() }) });
+    return 'ran';
   } catch (e) {
     deps.metrics.count('ExecFailures', 1, { op });
     if (!(e instanceof GatewayCommandError)) throw e;

@@ -35,8 +35,8 @@ export class Run {
   }
   /** Runs one call built by `dialect` (shared/domain/dialect/calls.ts) and records it. */
   async gw(pod: GatewayPod, call: NatGwCall, dialect: Dialect): Promise<void> {
-    await runGateway(this.inv, this.deps, pod, call, dialect);
-    this.did(`${call.op} ${call.args.join(' ')}`);
+    const how = await runGateway(this.inv, this.deps, pod, call, dialect);
+    this.did(`${call.op} ${call.args.join(' ')}${how === 'redone' ? ' (with the gateway redo)' : ''}`);
   }
   /**
    * The dialect a gateway pod is spoken to in (./dialect.ts), chosen once per pod in this invocation.

@@ -292,6 +292,30 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
         expect(plain.placement).toBeUndefined();
       });
 
+      it('tells who holds given addresses, with their placement, and leaves out free, released and malformed ones', async () => {
+        const { ipam } = await fresh();
+        if (!ipam.heldAt) return void expect(ipam.heldAt).toBeUndefined();
+        const gw1 = { gateway: 'gw1', prefix: 28 };
+        const a = await ipam.claimAddress(v4, '10.0.0.7', owner(1), gw1);
+        const b = await ipam.claimAny(v4, owner(2));
+        const c = await ipam.claimAddress(v4, '10.0.0.9', owner(3));
+        await ipam.release(c.subnet, c.address, 'uid-3');
+        const asked = [a.address, b.address, c.address, '10.0.0.11', 'not-an-address', 'fd00::2'];
+        const held = await ipam.heldAt(v4.subnet, asked);
+        expect([...held.keys()].sort()).toEqual([a.address, b.address].sort());
+        expect(held.get(a.address)).toMatchObject({ owner: { uid: 'uid-1' }, placement: gw1, family: 4 });
+        expect(held.get(b.address)?.owner.uid).toBe('uid-2');
+        expect(held.get(b.address)?.placement).toBeUndefined();
+        // Another subnet's pool holds nothing of these.
+        expect((await ipam.heldAt('other', asked)).size).toBe(0);
+        // More addresses than one DynamoDB request carries (100 keys).
+        const big: Pool = { subnet: 'big', family: 4, cidr: '10.1.0.0/25', gateway: '10.1.0.1', exclude: [] };
+        const many = await fill(ipam, big, 'm');
+        expect(many.length).toBeGreaterThan(100);
+        const all = await ipam.heldAt(big.subnet, [...many.map((x) => x.address), '10.1.0.1']);
+        expect([...all.keys()].sort()).toEqual(many.map((x) => x.address).sort());
+      });
+
       it('finds nothing for an owner that never claimed', async () => {
         const { ipam } = await fresh();
         expect(await ipam.findByOwner('nobody')).toEqual([]);

@@ -197,6 +197,20 @@ const scenarios: Scenario[] = [
     sibling: (w) => w.event('update', 'e', 'spec-changed'),
   },
   {
+    name: 'update: the first redo after a container restart sweeps the whole gateway in batches (ADR 0111)',
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'n2', { qosPolicy: 'q-in' });
+      await ready(w, 'n3');
+      await ready(w, 'e', { qosPolicy: 'q-both' });
+      w.restartContainer();
+    },
+    // e's event comes first: it re-adds every EIP of the gateway, then writes its own status.
+    event: (w) => w.event('update', 'e', 'gateway-restarted'),
+    sibling: (w) => w.event('update', 'n2', 'gateway-restarted'),
+  },
+  {
     name: 'reset: a NAT rule now names the EIP',
     async setup(w) {
       qosPolicies(w);

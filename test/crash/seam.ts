@@ -1,7 +1,7 @@
 /**
  * The seam the crash-point suite cuts at: a Deps wrapper that counts every side-effecting port call and can stop the
  * "process" right after the k-th one. A call is side-effecting unless its name says it only reads (get…, list…,
- * find…, natGwFeature), so a write added to a port later is a crash point without editing this file.
+ * find…, natGwFeature, heldAt), so a write added to a port later is a crash point without editing this file.
  *
  * After the crash every port call throws at once and does nothing — the lease is not given back, nothing is rolled
  * back — as when Lambda's process is killed; the caller's clean-up code runs into the same wall.
@@ -15,8 +15,8 @@ export class Crash extends Error {
   }
 }
 
-const PORTS = ['ipam', 'holds', 'leases', 'cluster', 'gateway'] as const;
-const READ = /^(get|list|find|natGw)/;
+const PORTS = ['ipam', 'holds', 'leases', 'cluster', 'gateway', 'redoLedger'] as const;
+const READ = /^(get|list|find|natGw|heldAt)/;
 /** Synchronous, request-free methods (Ipam.suggestHome): passed through as they are, crashing like the rest. */
 const SYNC = /^suggest/;
 
@@ -32,7 +32,8 @@ export interface Seam {
 export function seam(deps: Deps, crashAfter = Number.POSITIVE_INFINITY): Seam {
   const s: Seam = { deps: { ...deps }, steps: [] };
   for (const port of PORTS) {
-    const target = deps[port] as unknown as Record<string, unknown>;
+    const target = deps[port] as unknown as Record<string, unknown> | undefined;
+    if (!target) continue;
     (s.deps as unknown as Record<string, unknown>)[port] = new Proxy(target, {
       get(t, prop, receiver) {
         const v = Reflect.get(t, prop, receiver);

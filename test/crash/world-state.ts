@@ -5,9 +5,15 @@
  */
 import type { World } from '../support/world.js';
 
-/** The world's state, comparable across two worlds built the same way. */
+/**
+ * The world's state, comparable across two worlds built the same way. The gateway's addresses and filters are
+ * compared as sets: the order an interface lists them in follows the order they were re-added, which a gateway
+ * redo sets by whose event came first (ADR 0111), and nothing reads it.
+ */
 export function normalized(w: World): unknown {
-  const snap = w.snapshot();
+  const raw = w.snapshot();
+  const byText = (a: unknown, b: unknown) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1);
+  const snap = { ...raw, net1: [...raw.net1].sort(), tc: [...raw.tc].sort(byText) };
   const now = w.clock.now();
   const leases = [...w.leases.held.values()].filter((l) => l.expiresAt > now).map((l) => l.key);
   let text = JSON.stringify({ ...snap, leases });

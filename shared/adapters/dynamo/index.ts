@@ -9,10 +9,11 @@
  *   const a = await ipam.claimAny(pool, { uid: eip.metadata.uid, name: eip.metadata.name });
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { Clock, Leases, Logger, Metrics, PolicyHolds } from '../../ports.js';
+import type { Clock, Leases, Logger, Metrics, PolicyHolds, RedoLedger } from '../../ports.js';
 import { DynamoHolds } from './holds.js';
 import { DynamoIpam, type IpamTuning } from './ipam.js';
 import { DynamoLeases } from './leases.js';
+import { DynamoRedoLedger } from './redo-ledger.js';
 import { Store } from './store.js';
 
 export type { IpamTuning } from './ipam.js';
@@ -52,4 +53,13 @@ export function createDynamoHolds(options: {
   metrics?: Metrics;
 }): PolicyHolds {
   return new DynamoHolds(new Store(options));
+}
+
+/** The RedoLedger on the same table (docs/adr/0111-gateway-redo-in-one-sweep.md). */
+export function createDynamoRedoLedger(options: {
+  client: DynamoDBClient;
+  tableName: string;
+  clock?: Clock;
+}): RedoLedger {
+  return new DynamoRedoLedger(new Store(options), options.clock ?? systemClock);
 }

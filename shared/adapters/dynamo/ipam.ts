@@ -33,6 +33,7 @@ import type {
 import { ClaimStrategies } from './claim.js';
 import { ClaimWrites } from './claim-writes.js';
 import type { CursorOptions } from './cursor.js';
+import { heldAt } from './held-at.js';
 import { assertOwner, avoidedValues, type Claimant } from './items.js';
 import { PoolKnowledge } from './knowledge.js';
 import { geometryOf, homeBlock, homeOfHint } from './layout.js';
@@ -92,7 +93,7 @@ export class DynamoIpam implements Ipam {
   lastClaim: ClaimStats | undefined;
 
   constructor(
-    store: Store,
+    private readonly store: Store,
     clock: Clock,
     private readonly log?: Logger,
     private readonly metrics?: Metrics,
@@ -200,6 +201,11 @@ export class DynamoIpam implements Ipam {
   }
 
   // ------------------------------------------------------------------ lookups, releases, collection
+
+  /** Consistent BatchGetItem of the address items (held-at.ts). */
+  heldAt(subnet: string, addresses: readonly string[]): Promise<Map<string, Allocation>> {
+    return heldAt(this.store, subnet, addresses);
+  }
 
   /** Read where `where` says the owner's allocations are, as well as through the owner index (lookup.ts). */
   findByOwner(ownerUid: string, where?: readonly OwnerRecord[]): Promise<Allocation[]> {
