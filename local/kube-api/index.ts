@@ -40,6 +40,9 @@ import { Store } from './store.js';
 import { type ServingCertificate, servingCertificate } from './tls.js';
 import { Watches } from './watch.js';
 
+/** What kube-apiserver takes of a request's line and headers (MaxHeaderBytes 1 << 20). */
+const MAX_HEADER_BYTES = 1 << 20;
+
 export type { StaticToken } from './auth.js';
 export { ADMIN_TOKEN, serviceAccountToken } from './auth.js';
 export type { RequestRecord } from './server.js';
@@ -363,7 +366,9 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
     store.subscribe((event) => dd.record(event));
   }
 
-  const server: Server = createServer((req, res) => {
+  // Request line and headers up to 1 MiB, as kube-apiserver takes (Go's http.Server, MaxHeaderBytes 1 << 20): an
+  // exec carries its command in the URL, and the product batches up to MAX_EXEC_ARG_BYTES of rules into one.
+  const server: Server = createServer({ maxHeaderSize: MAX_HEADER_BYTES }, (req, res) => {
     void api.handle(req, res);
   });
   server.on('upgrade', (req, socket, head) => api.upgrade(req, socket, head));

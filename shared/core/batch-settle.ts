@@ -8,14 +8,15 @@
  *   interface missing, the xtables lock): every rule gets that failure, and a retry of each is safe;
  * - a failure whose last failed command names one rule's address: the rules before it ran clean (when nothing else
  *   failed), that rule runs again alone for its own answer, and the rules after it go on as a batch;
- * - anything else (a failure that names no rule, or a failed command in a subshell the script went on after): the
- *   rules are split in halves, each run as a batch, down to single rules, whose answer is their own.
+ * - anything else (a failure that names no rule, a failed command in a subshell the script went on after, or a
+ *   request too large for a proxy on the way, 414 or 431): the rules are split in halves, each run as a batch, down
+ *   to single rules, whose answer is their own.
  *
  * Every rule op is safe to repeat (re-adding replaces, deleting what is gone changes nothing), so running a rule
  * again to isolate it never does harm.
  */
 import { classifyFailure, type Dialect } from '../domain/dialect/index.js';
-import { GatewayCommandError } from '../domain/errors.js';
+import { ClusterUnavailableError, GatewayCommandError } from '../domain/errors.js';
 import { failedCommands, ruleNamedBy } from '../domain/nat-gateway-batch.js';
 import type { ExecResult } from '../ports.js';
 
@@ -37,9 +38,13 @@ async function attempt(exec: ExecArgs, args: readonly string[]): Promise<Outcome
 
 const isClean = (o: Outcome): boolean => o.ok && failedCommands(o.result.stderr).length === 0;
 
-/** True when a failed batch is worth isolating: the script ran and said something that may be about one rule. */
+/**
+ * True when a failed batch is worth isolating: the script ran and said something that may be about one rule, or the
+ * request was too large for something between the product and the pod (414, 431: halves are smaller).
+ */
 function isolates(o: Extract<Outcome, { ok: false }>, d: Dialect | undefined): boolean {
   const e = o.error;
+  if (e instanceof ClusterUnavailableError) return e.status === 414 || e.status === 431;
   if (!(e instanceof GatewayCommandError) || e.exitCode === undefined) return false;
   return !CALL_FAILURES.has(classifyFailure(e, d).reason);
 }
@@ -71,7 +76,7 @@ async function settleOnce(
     for (const a of args) out.set(a, o);
     return [];
   }
-  const failure = o.ok ? undefined : (o.error as GatewayCommandError);
+  const failure = !o.ok && o.error instanceof GatewayCommandError ? o.error : undefined;
   const k = failure ? stoppedAt(failure, args) : -1;
   if (!failure || k < 0) {
     // Nothing names the rule: the first half as batches of its own, the second half goes on.

@@ -8,6 +8,7 @@ import {
   GatewayNotReadyError,
   InvalidSpecError,
 } from '../../shared/domain/errors.js';
+import { argBytes, MAX_EXEC_ARG_BYTES } from '../../shared/domain/nat-gateway-batch.js';
 import type { Gateway, GatewayPod } from '../../shared/ports.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { createGateway, createSubnets, gatewayPod, startWorld, type World } from './k8s-fixtures.js';
@@ -56,6 +57,43 @@ async function thrown(fn: () => Promise<unknown>): Promise<unknown> {
 }
 
 const execRequests = () => w.api.requests.all().filter((r) => r.path.endsWith('/exec'));
+
+describe('Gateway.run with many rules (ADR 0110)', () => {
+  const many = (bytes: number, arg: (i: number) => string): string[] => {
+    const args: string[] = [];
+    let size = 0;
+    for (let i = 0; size + argBytes(arg(i)) <= bytes; i++) {
+      args.push(arg(i));
+      size += argBytes(arg(i));
+    }
+    return args;
+  };
+  const address = (i: number) => `172.18.${100 + Math.floor(i / 250)}.${(i % 250) + 1}`;
+
+  it('carries as many rules as one exec may (MAX_EXEC_ARG_BYTES) through the local API in one exec', async () => {
+    // eip-del of addresses that are not there: the script loops over every rule and finds nothing to delete.
+    const args = many(MAX_EXEC_ARG_BYTES, (i) => `${address(i)}/16`);
+    expect(args.join('&command=').length).toBeGreaterThan(200_000);
+    const before = execRequests().length;
+    const out = await createK8sGateway({ kubeConfig: w.kc, timeoutMs: 30_000 }).run(pod, 'eip-del', args);
+    expect(out.stdout.split('\n')[0]).toBe(`eip-del ${args.join(' ')}`);
+    expect(execRequests().length - before).toBe(1);
+  }, 60_000);
+
+  it('adds a thousand addresses in one exec, beyond what a Node server takes by default (16 KiB)', async () => {
+    const args = Array.from({ length: 1000 }, (_, i) => `${address(i)}/16,172.18.0.1`);
+    expect(argBytes(args.join(' '))).toBeGreaterThan(16 * 1024);
+    const g = createK8sGateway({ kubeConfig: w.kc, timeoutMs: 30_000 });
+    await g.run(pod, 'eip-add', args);
+    expect(sim.net1Addresses()).toEqual(expect.arrayContaining(args.map((a) => a.split(',')[0])));
+    await g.run(
+      pod,
+      'eip-del',
+      args.map((a) => a.split(',')[0]!),
+    );
+    expect(sim.net1Addresses().filter((a) => a.startsWith('172.18.1'))).toEqual([]);
+  }, 60_000);
+});
 
 describe('Gateway.run', () => {
   it('runs nat-gateway.sh as an argv array in the vpc-nat-gw container and resolves with its output', async () => {

@@ -2,7 +2,7 @@
  * Replays (property-based, fast-check): random sequences of what happens to EIPs — create, QoS bind/switch/unbind
  * through spec edits, NAT rules added and removed, the gateway pod re-created, its container restarted, deletion,
  * re-creation under the same name — with the handler events a bridge would send delivered duplicated, reordered,
- * delayed and stale. The world must converge to the state of the same sequence with every event delivered once, in
+ * delayed and stale, and several at once to two containers (batched gateway calls, gateway redos). The world must converge to the state of the same sequence with every event delivered once, in
  * order, right away; and never make more allocations than that in-order run.
  *
  * A failing run prints its seed and path; replay it with EIP_REPLAY_SEED=<seed> (and EIP_REPLAY_PATH=<path>).
@@ -15,12 +15,13 @@ import { operations } from '../../shared/core/operations.js';
 import { RetryableError } from '../../shared/domain/errors.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
+import type { Deps } from '../../shared/ports.js';
 import { invariantViolations, normalized } from '../crash/world-state.js';
 import { GW, type World, world } from '../support/world.js';
 
 const LONG = process.env.EIP_LONG === '1';
 const RUNS = Number(process.env.EIP_REPLAY_RUNS ?? (LONG ? 2_000 : 100));
-const NAMES = ['a', 'b'] as const;
+const NAMES = ['a', 'b', 'c'] as const;
 type Name = (typeof NAMES)[number];
 const QOS = [undefined, 'q1', 'q2', 'q-shared'] as const;
 
@@ -33,8 +34,15 @@ type Change =
   | { kind: 'container-restart' }
   | { kind: 'delete'; eip: Name };
 
-/** A step: a change in the world, or the delivery of one pending event (picked by index, maybe kept for later). */
-type Step = Change | { kind: 'deliver'; pick: number; duplicate: boolean };
+/**
+ * A step: a change in the world, the delivery of one pending event (picked by index, maybe kept for later), or a
+ * burst: several pending events delivered at once, each to one of two containers (ADR 0110: their gateway calls are
+ * batched per container and serialised between them by the gateway lease; a gateway redo sweeps for all, ADR 0111).
+ */
+type Step =
+  | Change
+  | { kind: 'deliver'; pick: number; duplicate: boolean }
+  | { kind: 'burst'; picks: { pick: number; other: boolean }[] };
 
 const nameArb = fc.constantFrom(...NAMES);
 const qosArb = fc.constantFrom(...QOS);
@@ -52,6 +60,13 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.record({ kind: fc.constant('deliver' as const), pick: fc.nat(), duplicate: fc.boolean() }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      kind: fc.constant('burst' as const),
+      picks: fc.array(fc.record({ pick: fc.nat(), other: fc.boolean() }), { minLength: 2, maxLength: 4 }),
+    }),
   },
 );
 
@@ -89,8 +104,13 @@ function replayWorld() {
   const generation = new Map<Name, number>();
   let pods = 0;
   let rules = 0;
+  // Another Lambda container: the same ports but its own Gateway adapter, hence its own batching (ADR 0110).
+  let ids = 0;
+  const g = w.gateway;
+  const other: Deps = { ...w.deps, gateway: { run: (...a) => g.run(...a) }, newId: () => `other-${++ids}` };
   return {
     w,
+    other,
     allocations: () => allocations,
     /** Events for objects that appeared or went since the last look (as the bridge's watch would). */
     watch(): EipEvent[] {
@@ -201,7 +221,7 @@ function eventOf(
 }
 
 /** Runs one event; false when it threw a retryable error (it is then delivered again later). */
-async function deliver(w: World, event: EipEvent): Promise<boolean> {
+async function deliver(w: World, event: EipEvent, deps: Deps = w.deps): Promise<boolean> {
   invocations += 1;
   const inv: Invocation = {
     event,
@@ -209,13 +229,33 @@ async function deliver(w: World, event: EipEvent): Promise<boolean> {
     deadline: w.clock.now() + 60_000,
     log: w.log,
   };
+  const from = w.gateway.calls.length;
   try {
-    await operations[event.handler](inv, w.deps);
+    await operations[event.handler](inv, deps);
     return true;
   } catch (e) {
     if (e instanceof RetryableError) return false;
     throw e;
+  } finally {
+    batched += w.gateway.calls.slice(from).filter((c) => c.args.length > 1).length;
   }
+}
+
+/** Several pending events at once, each to this container or the other one; what fails goes back to the pool. */
+async function burst(
+  r: ReturnType<typeof replayWorld>,
+  pool: EipEvent[],
+  picks: readonly { pick: number; other: boolean }[],
+): Promise<void> {
+  const chosen: { e: EipEvent; deps: Deps }[] = [];
+  for (const p of picks) {
+    if (pool.length === 0) break;
+    const [e] = pool.splice(p.pick % pool.length, 1);
+    chosen.push({ e: e!, deps: p.other ? r.other : r.w.deps });
+  }
+  events += chosen.length;
+  const ok = await Promise.all(chosen.map((c) => deliver(r.w, c.e, c.deps)));
+  for (const [i, c] of chosen.entries()) if (!ok[i]) pool.push(c.e);
 }
 
 /** Delivers everything pending, in order, until nothing is left (deliveries can make the bridge emit more). */
@@ -289,10 +329,12 @@ function comparable(w: World): unknown {
 let sequences = 0;
 let events = 0;
 let invocations = 0;
+/** Execs that carried several rules (a burst's calls batched, a gateway redo). */
+let batched = 0;
 
 afterAll(() => {
   console.log(
-    `replay: ${sequences} sequences, ${events} events delivered out of order, ${invocations} handler invocations in all` +
+    `replay: ${sequences} sequences, ${events} events delivered out of order, ${invocations} handler invocations in all, ${batched} execs with several rules` +
       (LONG ? ' (EIP_LONG=1)' : ` (a short run; EIP_LONG=1 runs ${2_000} sequences)`),
   );
 });
@@ -312,7 +354,7 @@ describe('replay: duplicated, reordered, delayed and stale events converge', () 
           // In order: every event delivered once, right after the change that caused it.
           const ref = replayWorld();
           for (const s of steps) {
-            if (s.kind === 'deliver') continue;
+            if (s.kind === 'deliver' || s.kind === 'burst') continue;
             let out = ref.apply(s);
             if ('blocked' in out) {
               await letGo(ref, [], out.blocked);
@@ -331,6 +373,8 @@ describe('replay: duplicated, reordered, delayed and stale events converge', () 
               if (!s.duplicate) pool.splice(i, 1);
               events += 1;
               if (!(await deliver(mix.w, e)) && s.duplicate === false) pool.push(e);
+            } else if (s.kind === 'burst') {
+              await burst(mix, pool, s.picks);
             } else {
               // A user deletes an EIP they have seen handled (whether it holds a finalizer decides whether it goes at
               // once, so deleting one nobody has looked at yet is a race with a legitimately different end).

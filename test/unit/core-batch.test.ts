@@ -11,7 +11,7 @@ import { settleRules } from '../../shared/core/batch-settle.js';
 import type { Invocation } from '../../shared/core/invocation.js';
 import { operations } from '../../shared/core/operations.js';
 import { DIALECTS } from '../../shared/domain/dialect/index.js';
-import { GatewayCommandError, LeaseHeldError } from '../../shared/domain/errors.js';
+import { ClusterUnavailableError, GatewayCommandError, LeaseHeldError } from '../../shared/domain/errors.js';
 import { chunkArgs, ruleNamedBy } from '../../shared/domain/nat-gateway-batch.js';
 import type { Deps, ExecResult, Gateway } from '../../shared/ports.js';
 import { type World, world } from '../support/world.js';
@@ -91,6 +91,18 @@ describe('a batch: every rule gets what its own call would have given', () => {
     const out = await settleRules(exec, adds(50), DIALECTS['1.12']);
     expect(execs).toEqual([50]);
     expect([...out.values()].every((o) => !o.ok && o.error instanceof GatewayCommandError)).toBe(true);
+  });
+
+  it('a request too large for something on the way (431) is split until it passes', async () => {
+    const sizes: number[] = [];
+    const exec = async (a: readonly string[]): Promise<ExecResult> => {
+      sizes.push(a.length);
+      if (a.length > 10) throw new ClusterUnavailableError('exec: Unexpected server response: 431', 431);
+      return { stdout: '', stderr: '' };
+    };
+    const out = await settleRules(exec, adds(40), DIALECTS['1.12']);
+    expect([...out.values()].every((o) => o.ok)).toBe(true);
+    expect(sizes).toEqual([40, 20, 10, 10, 20, 10, 10]);
   });
 
   it('no exit status (a lost stream): every rule fails with it, nothing is repeated', async () => {
