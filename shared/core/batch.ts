@@ -46,8 +46,11 @@ export const callKey = (op: NatGwOp, arg: string): string => `${op} ${arg}`;
 /** What a job holding a pod's queue can do. */
 export interface PodSession {
   readonly pod: GatewayPod;
-  /** Holds the pod's gateway lease for at least `ms` more (waiting while another container has it). */
-  hold(ms: number, deadline: number): Promise<void>;
+  /**
+   * Holds the pod's gateway lease for at least `ms` more, waiting while another container has it; false when
+   * `stopIf` said, during the wait, that it is no longer needed (PodLease.hold).
+   */
+  hold(ms: number, deadline: number, stopIf?: () => Promise<boolean>): Promise<boolean>;
   /** Runs the calls (grouped by op, groups in the order of their first call) and gives each outcome by callKey. */
   run(calls: readonly GatewayCall[], deadline: number): Promise<Map<string, Outcome>>;
 }
@@ -222,7 +225,7 @@ export class GatewayBatcher {
   private session(q: PodQueue): PodSession {
     return {
       pod: q.pod,
-      hold: (ms, deadline) => q.lease.hold(ms, deadline),
+      hold: (ms, deadline, stopIf) => q.lease.hold(ms, deadline, stopIf),
       run: (calls, deadline) => this.runCalls(q, calls, { deadline, whole: true }),
     };
   }

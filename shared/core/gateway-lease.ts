@@ -39,29 +39,39 @@ export class PodLease {
 
   /**
    * Holds the lease for at least `ms` more, taking or extending it; while another holder has it, waits (pausing
-   * 25 ms doubling to 1 s) until it is free or `deadline` (epoch ms) would pass.
+   * 25 ms doubling to 1 s) until it is free or `deadline` (epoch ms) would pass. `stopIf`, asked after each refusal,
+   * ends the wait without the lease when what the caller waited for got done meanwhile: then false.
    * @throws LeaseHeldError when the pod stayed busy until the deadline; DeadlineError when no time is left
    */
-  async hold(ms: number, deadline: number): Promise<void> {
+  async hold(ms: number, deadline: number, stopIf?: () => Promise<boolean>): Promise<boolean> {
     const need = Math.min(ms, LEASE_MAX_MS - HOLD_MARGIN_MS);
-    if (this.lease && this.lease.expiresAt >= this.deps.clock.now() + need) return;
+    if (this.lease && this.lease.expiresAt >= this.deps.clock.now() + need) return true;
     if (this.deps.clock.now() >= deadline)
       throw new DeadlineError(`no time left to take gateway lease ${this.key}`);
-    let wait = FIRST_WAIT_MS;
-    for (;;) {
-      const now = this.deps.clock.now();
-      try {
-        this.lease = await this.deps.leases.acquire(this.key, this.holder, now + need + HOLD_MARGIN_MS);
-        return;
-      } catch (e) {
-        if (!(e instanceof LeaseHeldError)) throw e;
-        this.lease = undefined;
-        this.deps.metrics.count('GatewayLeaseWaits');
-        if (this.deps.clock.now() + wait >= deadline)
-          throw new LeaseHeldError(`gateway pod busy: ${e.message}`, e.holder, e.expiresAt);
-        await sleep(wait * (0.5 + Math.random()));
-        wait = Math.min(wait * 2, MAX_WAIT_MS);
-      }
+    for (let wait = FIRST_WAIT_MS; ; wait = Math.min(wait * 2, MAX_WAIT_MS)) {
+      const refused = await this.tryTake(need);
+      if (!refused) return true;
+      this.deps.metrics.count('GatewayLeaseWaits');
+      if (stopIf && (await stopIf())) return false;
+      if (this.deps.clock.now() + wait >= deadline)
+        throw new LeaseHeldError(`gateway pod busy: ${refused.message}`, refused.holder, refused.expiresAt);
+      await sleep(wait * (0.5 + Math.random()));
+    }
+  }
+
+  /** One attempt at the lease: undefined when taken, else who holds it. */
+  private async tryTake(need: number): Promise<LeaseHeldError | undefined> {
+    try {
+      this.lease = await this.deps.leases.acquire(
+        this.key,
+        this.holder,
+        this.deps.clock.now() + need + HOLD_MARGIN_MS,
+      );
+      return undefined;
+    } catch (e) {
+      if (!(e instanceof LeaseHeldError)) throw e;
+      this.lease = undefined;
+      return e;
     }
   }
 

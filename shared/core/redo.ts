@@ -100,8 +100,17 @@ async function sweep(run: Run, s: PodSession, gateway: string, d: Dialect, runId
   const { deps, inv } = run;
   const deadline = inv.deadline - OWN_WORK_MS;
   const outcomes: Swept['outcomes'] = new Map();
-  await s.hold(SWEEP_HOLD_MS, deadline);
-  const prior = await deps.redoLedger!.get(podName(s.pod));
+  const ledger = deps.redoLedger!;
+  const known = knownRecord(deps, s.pod, runId);
+  if (known) return { record: known, outcomes };
+  // While another container sweeps, its record is read between the waits: once complete, nothing is left to do.
+  let prior: RedoRecord | undefined;
+  const sweptMeanwhile = async () => {
+    prior = await ledger.get(podName(s.pod));
+    return !!prior && isDone(prior, runId);
+  };
+  if (!(await s.hold(SWEEP_HOLD_MS, deadline, sweptMeanwhile))) return { record: prior, outcomes };
+  prior = await ledger.get(podName(s.pod));
   if (prior && isDone(prior, runId)) return { record: prior, outcomes };
   const done = new Set<string>(prior?.run === runId ? prior.done : []);
   const plan = await sweepPlan(run, gateway, d);
@@ -112,7 +121,7 @@ async function sweep(run: Run, s: PodSession, gateway: string, d: Dialect, runId
   const qos = pending(back.flatMap((p) => p.qos));
   complete = tally(done, outcomes, await s.run(qos, deadline), qos) && complete;
   const record: RedoRecord = { pod: podName(s.pod), run: runId, done: [...done], complete };
-  await deps.redoLedger!.put(record);
+  await ledger.put(record);
   inv.log.info('gateway redone', {
     pod: s.pod.name,
     eips: plan.size,
