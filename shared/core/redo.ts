@@ -8,8 +8,8 @@
  *
  * What is swept is decided from the truth, under the pod's lease: the EIPs labelled with the gateway (the label is
  * only where to look), each kept only when IPAM says its uid holds its address placed on this gateway, not being
- * deleted; QoS only where the EIP's spec and status name the same policy. Anything else is left to the EIP's own
- * update, which sends its own calls.
+ * deleted; QoS only where the spec still names the policy the allocation records as applied. Anything else is left
+ * to the EIP's own update, which sends its own calls.
  */
 import { type Dialect, eipAdd, qosApply } from '../domain/dialect/index.js';
 import { DeadlineError, LeaseHeldError } from '../domain/errors.js';
@@ -160,18 +160,15 @@ interface Planned {
 /**
  * What the sweep re-adds, by address, the invocation's own EIP first: for every EIP labelled with the gateway that
  * has an address and is not being deleted, its eip-add where IPAM says its uid holds that address placed on this
- * gateway, and its policy's QoS when spec and status agree on the policy and it loads.
+ * gateway, and its policy's QoS when the spec still wants what the allocation records as applied (keptPolicy).
  */
 async function sweepPlan(run: Run, gateway: string, d: Dialect): Promise<Map<string, Planned>> {
   const { deps, inv } = run;
-  const listed = await deps.cluster.listEipsByLabel(Label.natGwName, gateway);
-  const eips = listed
+  const own = inv.event.object.name;
+  const eips = (await deps.cluster.listEipsByLabel(Label.natGwName, gateway))
     .filter((e) => e.status?.ip && !e.metadata.deletionTimestamp)
-    .sort((a, b) =>
-      a.metadata.name === inv.event.object.name ? -1 : b.metadata.name === inv.event.object.name ? 1 : 0,
-    );
-  const policies = await policiesOf(deps, eips);
-  const plan = new Map<string, Planned>();
+    .sort((a, b) => Number(b.metadata.name === own) - Number(a.metadata.name === own));
+  const found: { eip: IptablesEip; held: Allocation; pool: Pool }[] = [];
   for (const [subnet, group] of bySubnet(eips)) {
     const pool = await poolOf(deps, subnet);
     if (!pool) continue;
@@ -180,30 +177,35 @@ async function sweepPlan(run: Run, gateway: string, d: Dialect): Promise<Map<str
       group.map((e) => e.status!.ip!),
     );
     for (const eip of group) {
-      const planned = planOne(d, eip, held.get(eip.status!.ip!), gateway, pool, policies);
-      if (planned) plan.set(eip.status!.ip!, planned);
+      const a = held.get(eip.status!.ip!);
+      if (a && a.owner.uid === eip.metadata.uid && a.placement?.gateway === gateway)
+        found.push({ eip, held: a, pool });
     }
+  }
+  const policies = await policiesOf(
+    deps,
+    found.map((f) => keptPolicy(f.eip, f.held)),
+  );
+  const plan = new Map<string, Planned>();
+  for (const { eip, held, pool } of found) {
+    const add = eipAdd(d, { address: held.address, prefix: held.placement!.prefix, gateway: pool.gateway });
+    const policy = policies.get(keptPolicy(eip, held) ?? '');
+    const qos = policy ? qosApply(d, held.address, policy.rules) : [];
+    plan.set(held.address, {
+      add: { call: add, dialect: d },
+      qos: qos.map((call) => ({ call, dialect: d })),
+    });
   }
   return plan;
 }
 
-function planOne(
-  d: Dialect,
-  eip: IptablesEip,
-  held: Allocation | undefined,
-  gateway: string,
-  pool: Pool,
-  policies: ReadonlyMap<string, LoadedQos>,
-): Planned | undefined {
-  if (!held || held.owner.uid !== eip.metadata.uid || held.placement?.gateway !== gateway) return undefined;
-  const ip = held.address;
-  const add = eipAdd(d, { address: ip, prefix: held.placement.prefix, gateway: pool.gateway });
-  const policy =
-    eip.spec.qosPolicy && eip.spec.qosPolicy === eip.status?.qosPolicy
-      ? policies.get(eip.spec.qosPolicy)
-      : undefined;
-  const qos = policy ? qosApply(d, ip, policy.rules).map((call) => ({ call, dialect: d })) : [];
-  return { add: { call: add, dialect: d }, qos };
+/**
+ * The policy an EIP's own update would re-apply after a restart when nothing changes: the one its allocation records
+ * as applied (status.qosPolicy for an allocation from before that was kept), as long as its spec still names it.
+ */
+function keptPolicy(eip: IptablesEip, held: Allocation): string | undefined {
+  const have = held.placement?.qos ?? eip.status?.qosPolicy ?? '';
+  return have !== '' && eip.spec.qosPolicy === have ? have : undefined;
 }
 
 /** The EIPs by the subnet their label names (validated; an EIP without one is left to its own update). */
@@ -225,15 +227,14 @@ async function poolOf(deps: Deps, subnet: string): Promise<Pool | undefined> {
   }
 }
 
-/** The policies that spec and status agree on, loaded once each; one that does not load is left out. */
-async function policiesOf(deps: Deps, eips: readonly IptablesEip[]): Promise<Map<string, LoadedQos>> {
-  const names = new Set(
-    eips.flatMap((e) =>
-      e.spec.qosPolicy && e.spec.qosPolicy === e.status?.qosPolicy ? [e.spec.qosPolicy] : [],
-    ),
-  );
+/** The policies named, loaded once each; one that does not load is left out. */
+async function policiesOf(
+  deps: Deps,
+  names: readonly (string | undefined)[],
+): Promise<Map<string, LoadedQos>> {
   const out = new Map<string, LoadedQos>();
-  for (const name of names) {
+  for (const name of new Set(names)) {
+    if (!name) continue;
     try {
       out.set(name, await loadQos(deps, name));
     } catch {
