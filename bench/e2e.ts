@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--cache-ms=5000] [--concurrency=64] [--restart] [--qos]
- *   [--exec-latency=0,150] [--exec-commands=none|measured,…]`
+ *   [--exec-latency=0,150] [--exec-commands=none|measured,…] [--kube-ovn-version=1.16] [--handlers=16]`
  *
  * The whole product on the local stack (local/stack.ts: local Kubernetes API with the kube-ovn stand-ins and the
  * simulated gateways, dynalite, the bridge with the in-process sink, the handlers on the real adapters): N
@@ -23,7 +23,10 @@
  * benchmark once per value with the lab's exec cost model (ADR 0100: a start latency per exec; `--exec-commands`
  * adds the measured per-command costs, one value for all runs or one per latency), after an unreported warm-up run,
  * and prints the runs side by side, ratios first with their absolute figures beside them, then the exec goals
- * (bench/lib/e2e-exec.ts); JSON: bench/results/e2e-exec-<n>-<g>gw.json (e2e-exec-quick.json with --quick).
+ * (bench/lib/e2e-exec.ts); JSON: bench/results/e2e-exec-<n>-<g>gw[-qos][-<release>].json (quick instead of
+ * <n>-<g>gw with --quick). `--kube-ovn-version` is the release the lab's gateways play; `--handlers` how many EIPs
+ * the local stack's bridge hands to its in-process handlers at once (its CONCURRENCY): they share one container,
+ * so their gateway calls are batched together (ADR 0110).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -33,6 +36,7 @@ import { demoObjects } from '../local/demo.js';
 import type { RequestRecord } from '../local/kube-api/index.js';
 import { kubeConfigFromFile } from '../local/kubeconfig.js';
 import { memoryLogger } from '../local/memory/logger.js';
+import { KUBE_OVN_RELEASES, type KubeOvnRelease, parseRelease } from '../local/natgw/releases.js';
 import { type LocalStack, NAMESPACE, startLocalStack } from '../local/stack.js';
 import { endpointOfKubeConfig, KubeRest, USER_AGENT } from '../shared/adapters/k8s/rest.js';
 import { compareRuns, comparisonOf, execGoalsOf } from './lib/e2e-exec.js';
@@ -44,7 +48,7 @@ const BENCH_AGENT = 'eip-bench';
 const WARM_UP_N = 20;
 const QOS = 'qos-demo';
 const USAGE =
-  'usage: npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--concurrency=64] [--cache-ms=5000] [--timeout-s=600] [--restart] [--qos] [--exec-latency=0,150] [--exec-commands=none|measured,…]';
+  'usage: npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--concurrency=64] [--cache-ms=5000] [--timeout-s=600] [--restart] [--qos] [--exec-latency=0,150] [--exec-commands=none|measured,…] [--kube-ovn-version=1.16] [--handlers=16]';
 
 export interface E2eOptions {
   n: number;
@@ -61,6 +65,10 @@ export interface E2eOptions {
   cacheMs: number;
   /** Give up waiting after this long (the run then reports what it saw). */
   timeoutMs: number;
+  /** The kube-ovn release the simulated gateways play (default: the lab's). */
+  kubeOvnRelease?: KubeOvnRelease;
+  /** EIPs the local stack's bridge hands to its in-process handlers at once (default: the bridge's 16). */
+  handlers?: number;
 }
 
 export interface Phase {
@@ -145,6 +153,8 @@ export function parseE2eArgs(args: readonly string[]): {
     timeoutMs: num('timeout-s', quick ? 120 : 600, 1, 3600) * 1000,
     ...(args.includes('--restart') && { restart: true }),
     ...(args.includes('--qos') && { qos: true }),
+    ...releaseOption(get('kube-ovn-version')),
+    ...(get('handlers') !== undefined && { handlers: num('handlers', 16, 1, 1000) }),
   };
   const latencies = get('exec-latency')?.split(',');
   const commands = get('exec-commands')?.split(',');
@@ -171,6 +181,16 @@ export function parseE2eArgs(args: readonly string[]): {
       return { latencyMs, commands: c };
     }),
   };
+}
+
+function releaseOption(text: string | undefined): { kubeOvnRelease?: KubeOvnRelease } {
+  if (text === undefined) return {};
+  const release = parseRelease(text);
+  if (!release)
+    throw new UsageError(
+      `--kube-ovn-version must be one of ${KUBE_OVN_RELEASES.join(', ')}, got "${text}"\n${USAGE}`,
+    );
+  return { kubeOvnRelease: release };
 }
 
 export class UsageError extends Error {
@@ -251,6 +271,8 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       resyncMs: 3_600_000,
       driftRepairMs: 0,
       readCacheMs: options.cacheMs,
+      ...(options.kubeOvnRelease && { kubeOvnRelease: options.kubeOvnRelease }),
+      ...(options.handlers !== undefined && { concurrency: options.handlers }),
       ...(options.exec && {
         execModel: { startMs: options.exec.latencyMs, commands: options.exec.commands },
       }),
@@ -330,16 +352,9 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       /** Instead of one request per EIP: one start for all (their clock starts then), and a check run while waiting. */
       custom?: { start(): Promise<void>; poll(): void },
     ): Promise<Phase> => {
-      // The local API keeps its last 5,000 requests: collect them as the phase goes, not only at its end.
-      const seenRecords = new Set<object>(stack!.api.requests.all());
+      // Every request of the phase, as the local API logs it (its own log keeps only the last 5,000).
       const log: RequestRecord[] = [];
-      const collect = () => {
-        for (const r of stack!.api.requests.all())
-          if (!seenRecords.has(r)) {
-            seenRecords.add(r);
-            log.push(r);
-          }
-      };
+      const unsubscribe = stack!.api.requests.subscribe((r) => log.push(r));
       dynamoOps.clear();
       units.read = 0;
       units.write = 0;
@@ -354,7 +369,6 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
         const now = performance.now();
         if (now - last < 250) return;
         last = now;
-        collect();
         progress(
           `e2e ${kind}: ${sentAt.size}/${options.n} sent, ${done()}/${options.n} ${{ add: 'Ready', update: 'updated', restart: 'back', delete: 'gone' }[kind]}, ${((now - t0) / 1000).toFixed(1)} s`,
         );
@@ -378,12 +392,11 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       const finished = done() === options.n ? Math.max(...names.map((n) => seen.get(n)!)) : performance.now();
       const cpu = process.cpuUsage(cpu0);
       await stack!.idle();
-      collect();
+      unsubscribe();
       progress('');
       process.stderr.write(
         `e2e ${kind}: ${done()}/${options.n} in ${((finished - t0) / 1000).toFixed(1)} s\n`,
       );
-      collect();
       const handlers = log.filter((r) => r.headers['user-agent'] === USER_AGENT);
       const others = log.filter(
         (r) => r.headers['user-agent'] !== USER_AGENT && r.headers['user-agent'] !== BENCH_AGENT,
@@ -597,7 +610,7 @@ function render(r: E2eResult): string {
   ];
   const goals = goalsOf(r);
   return [
-    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, read cache ${r.options.cacheMs} ms${r.options.exec ? `, exec latency ${r.options.exec.latencyMs} ms with ${r.options.exec.commands === 'measured' ? 'the measured' : 'no'} per-command costs` : ''}${r.options.qos ? ', with QoS' : ''}; gateways play kube-ovn ${r.kubeOvnRelease}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
+    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, ${r.options.handlers ?? 16} handled at once, read cache ${r.options.cacheMs} ms${r.options.exec ? `, exec latency ${r.options.exec.latencyMs} ms with ${r.options.exec.commands === 'measured' ? 'the measured' : 'no'} per-command costs` : ''}${r.options.qos ? ', with QoS' : ''}; gateways play kube-ovn ${r.kubeOvnRelease}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
     '',
     ...p(r.add, 'add (until Ready)'),
     '',
@@ -678,9 +691,8 @@ export const suite: Suite = {
     }
     return {
       table: [compareRuns(results), '', ...results.map(render)].join('\n\n'),
-      file: args.includes('--quick')
-        ? 'e2e-exec-quick.json'
-        : `e2e-exec-${options.n}-${options.gateways}gw.json`,
+      // Named by what was run: a QoS run or another release does not overwrite the plain 1,000-EIP comparison.
+      file: `e2e-exec-${args.includes('--quick') ? 'quick' : `${options.n}-${options.gateways}gw`}${options.qos ? '-qos' : ''}${options.kubeOvnRelease ? `-${options.kubeOvnRelease}` : ''}.json`,
       json: {
         ...meta,
         comparison: comparisonOf(results),

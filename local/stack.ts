@@ -64,6 +64,8 @@ export interface LocalStackOptions {
   dashboardPort?: number;
   /** Bridge resync period. */
   resyncMs?: number;
+  /** EIPs the bridge hands to the in-process handlers at once (its CONCURRENCY; default 16). */
+  concurrency?: number;
   /**
    * Period of the drift pass over every gateway and its repair (shared/audit, ADR 0088): default 30 s, as the gc
    * function on AWS; 0 = off (garbage collection too, unless gcMs is given).
@@ -275,6 +277,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       sink,
       log,
       ...(options.resyncMs !== undefined && { resyncMs: options.resyncMs }),
+      ...(options.concurrency !== undefined && { concurrency: options.concurrency }),
       ...(options.healthPort !== undefined && { healthPort: options.healthPort }),
       // The bridge's heartbeat, failures, queue depth and foreign writers, once per local dashboard period.
       ...(recorder && { metrics: recorder.forService(BRIDGE_SERVICE), heartbeatMs: 10_000 }),

@@ -106,7 +106,12 @@ export interface KubeApi {
   /** The exec cost model every exec into a gateway container goes through; it counts them. */
   execModel: ExecModel;
   /** Every request received (method, path, query, selected headers, body, status), oldest first. */
-  requests: { all(): readonly RequestRecord[]; clear(): void };
+  requests: {
+    all(): readonly RequestRecord[];
+    clear(): void;
+    /** Every request from now on, however many (all() keeps the last 5,000); returns the unsubscribe. */
+    subscribe(fn: (r: RequestRecord) => void): () => void;
+  };
   /** The current global resourceVersion. */
   resourceVersion(): number;
   /** Ends watches and execs, flushes the data dir, stops listening. */
@@ -400,7 +405,11 @@ export async function startKubeApi(options: KubeApiOptions = {}): Promise<KubeAp
     faults,
     gateways: { get: (namespace, pod) => kubelet.gateway(namespace, pod), segment },
     execModel,
-    requests: { all: () => requests.all(), clear: () => requests.clear() },
+    requests: {
+      all: () => requests.all(),
+      clear: () => requests.clear(),
+      subscribe: (fn) => requests.subscribe(fn),
+    },
     resourceVersion: () => store.resourceVersion,
     close: () => {
       closing ??= (async () => {

@@ -70,8 +70,15 @@ const LOGGED_HEADERS = [
 
 export class RequestLog {
   private entries: RequestRecord[] = [];
+  private readonly listeners = new Set<(r: RequestRecord) => void>();
 
   constructor(private readonly limit = 5000) {}
+
+  /** Calls `fn` with every request from now on (the log keeps only the last `limit`); returns the unsubscribe. */
+  subscribe(fn: (r: RequestRecord) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
 
   add(req: IncomingMessage): RequestRecord {
     const url = new URL(req.url ?? '/', 'http://local');
@@ -91,6 +98,7 @@ export class RequestLog {
       headers,
     };
     this.entries.push(rec);
+    for (const fn of this.listeners) fn(rec);
     if (this.entries.length > this.limit) this.entries.splice(0, this.entries.length - this.limit);
     return rec;
   }

@@ -92,6 +92,16 @@ describe('npm run bench -- e2e: the exec-cost and restart options', () => {
     });
   });
 
+  it('takes the release the gateways play and how many EIPs the handlers run at once, and refuses others', () => {
+    expect(parseE2eArgs(['--kube-ovn-version=v1.15.2', '--handlers=64']).options).toMatchObject({
+      kubeOvnRelease: '1.15',
+      handlers: 64,
+    });
+    expect(parseE2eArgs([]).options).not.toHaveProperty('handlers');
+    expect(() => parseE2eArgs(['--kube-ovn-version=1.9'])).toThrow(/--kube-ovn-version must be one of/);
+    expect(() => parseE2eArgs(['--handlers=0'])).toThrow(/--handlers must be an integer/);
+  });
+
   it.each([
     [['--exec-latency=fast'], '--exec-latency must be whole numbers of ms from 0 to 60000, got "fast"'],
     [['--exec-latency=0,'], '--exec-latency must be whole numbers of ms from 0 to 60000, got ""'],
