@@ -79,7 +79,13 @@ export interface Phase {
   /** How many reached the state (all of them, unless the run timed out). */
   done: number;
   cpuMsPerEip: number;
-  kube: { perEip: number; exec: number; byVerbAndResource: Record<string, number> };
+  kube: {
+    perEip: number;
+    exec: number;
+    /** The handlers' execs in the phase, counted (exec is per EIP, rounded to 0.01). */
+    execs: number;
+    byVerbAndResource: Record<string, number>;
+  };
   /** Requests of the bridge and the stand-ins per EIP (list/watch, pod and rule controllers). */
   kubeOthersPerEip: number;
   dynamo: {
@@ -424,6 +430,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
         kube: {
           perEip: per(handlers.length - exec),
           exec: per(exec),
+          execs: exec,
           byVerbAndResource: Object.fromEntries(
             Object.entries(by)
               .sort((a, b) => b[1] - a[1])

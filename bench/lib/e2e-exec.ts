@@ -43,6 +43,10 @@ export interface Comparison {
 
 const commandsOf = (r: E2eResult) => r.options.exec?.commands ?? 'none';
 
+/** The handlers' execs of a phase: counted when the run recorded the count, else from the rounded rate. */
+const execsOf = (p: { kube: { exec: number; execs?: number } }, n: number): number =>
+  p.kube.execs ?? Math.round(p.kube.exec * n);
+
 /** The run a run's time to Ready is compared with: 0 ms with the same per-command costs, else the instant one. */
 function zeroMsRunOf(results: readonly E2eResult[], r: E2eResult): E2eResult | undefined {
   const zero = (x: E2eResult) => (x.options.exec?.latencyMs ?? 0) === 0;
@@ -67,13 +71,13 @@ export function comparisonOf(results: readonly E2eResult[]): Comparison[] {
       absolute: {
         readySeconds: r.add.seconds,
         ready: r.add.done,
-        execsAdd: Math.round(r.add.kube.exec * n),
+        execsAdd: execsOf(r.add, n),
         apiRequestsPerAdd: r.add.kube.perEip,
         dynamoRequestsPerAdd: r.add.dynamo.perEip,
         ...(r.restart && {
           restartSeconds: r.restart.seconds,
           back: r.restart.done,
-          execsRestart: Math.round(r.restart.kube.exec * n),
+          execsRestart: execsOf(r.restart, n),
           gatewayExecsRestart: r.restart.gatewayExecs,
         }),
         ...(zero && { zeroMsReadySeconds: zero.add.seconds }),
@@ -97,7 +101,7 @@ export function execGoalsOf(results: readonly E2eResult[]): ExecGoal[] {
     const run = label(r);
     const n = r.options.n;
     if (r.restart) {
-      const execs = Math.round(r.restart.kube.exec * n);
+      const execs = execsOf(r.restart, n);
       const share = r.restart.seconds / r.add.seconds;
       goals.push({
         run,
@@ -108,7 +112,7 @@ export function execGoalsOf(results: readonly E2eResult[]): ExecGoal[] {
     }
     const zero = zeroMsRunOf(results, r);
     if (r.options.exec?.latencyMs === 150 && zero) {
-      const execs = Math.round(r.add.kube.exec * n);
+      const execs = execsOf(r.add, n);
       const times = r.add.seconds / zero.add.seconds;
       goals.push({
         run,
