@@ -398,8 +398,9 @@ export interface Deps {
 /** Tuning of the per-pod batching of gateway work (ADR 0110). */
 export interface BatchSettings {
   /**
-   * How long a call waits for others before its exec while other invocations of this container are running
-   * (never when it is the only one, as in a Lambda container). Default 5 ms.
+   * How long a call waits at most for the other running invocations of this container to reach a gateway before its
+   * exec goes (never when every one is there already, as in a Lambda container with its one invocation). Default
+   * 50 ms.
    */
   windowMs?: number;
   /** The most argument bytes one exec carries (MAX_EXEC_ARG_BYTES). */

@@ -6,8 +6,8 @@
  * (./batch-settle.ts). A job (the gateway redo, ./redo.ts) can hold a pod's queue and lease for a while.
  *
  * A burst coalesces by itself: calls arriving while an exec runs wait for the next one. While other invocations of
- * the container are running a call also waits `windowMs` for company; in a Lambda container, which runs one
- * invocation at a time, it never waits. The lease is kept while any invocation of the container is running and
+ * the container are running but not yet at a gateway, a call also waits for them, at most `windowMs`; in a Lambda
+ * container, which runs one invocation at a time, it never waits. The lease is kept while any invocation of the container is running and
  * given back when the last one ends (or when a drain ends with none left), before that invocation returns.
  */
 import { type Dialect, ruleCostMs } from '../domain/dialect/index.js';
@@ -22,7 +22,7 @@ import type { Invocation } from './invocation.js';
 /** The exec timeout of one rule when nothing else is configured (the adapter's default, EXEC_TIMEOUT_MS). */
 const DEFAULT_EXEC_TIMEOUT_MS = 20_000;
 const DEFAULTS: Required<BatchSettings> = {
-  windowMs: 5,
+  windowMs: 50,
   maxArgBytes: MAX_EXEC_ARG_BYTES,
   maxRules: 10_000,
   execTimeoutMs: DEFAULT_EXEC_TIMEOUT_MS,
@@ -76,13 +76,13 @@ class PodQueue {
   readonly entries: Entry[] = [];
   readonly jobs: Job[] = [];
   draining = false;
+  /** Calls of the exec under way. */
+  running = 0;
   constructor(
     public pod: GatewayPod,
     readonly lease: PodLease,
   ) {}
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A signal that aborts once every one of `signals` has; `dispose` takes its listeners off them. */
 function allAborted(signals: readonly AbortSignal[]): { signal: AbortSignal; dispose(): void } {
@@ -110,6 +110,7 @@ export class GatewayBatcher {
   private readonly queues = new Map<string, PodQueue>();
   private readonly perRuleMs = new Map<string, number>();
   private readonly settings: Required<BatchSettings>;
+  private readonly waiters = new Set<() => void>();
   private active = 0;
 
   constructor(private readonly deps: Deps) {
@@ -150,6 +151,7 @@ export class GatewayBatcher {
       inv.signal.addEventListener('abort', onAbort, { once: true });
       const q = this.queueOf(pod);
       q.entries.push({ inv, pod, call, ...(dialect && { dialect }), settle });
+      for (const wake of [...this.waiters]) wake();
       this.kick(q);
     });
   }
@@ -189,7 +191,7 @@ export class GatewayBatcher {
           continue;
         }
         if (q.entries.length === 0) break;
-        await this.gather(q);
+        await this.gather();
         await this.runEntries(q, q.entries.splice(0));
       }
     } finally {
@@ -198,9 +200,33 @@ export class GatewayBatcher {
     }
   }
 
-  /** While other invocations of this container run, a call waits a little for others to join it. */
-  private async gather(q: PodQueue): Promise<void> {
-    if (this.settings.windowMs > 0 && this.active > q.entries.length) await sleep(this.settings.windowMs);
+  /**
+   * While some invocations of this container are running but not at a gateway (waiting for a call or in one), a call
+   * waits up to `windowMs` for them to join: until each is at a gateway, or the window ends.
+   */
+  private async gather(): Promise<void> {
+    const end = Date.now() + this.settings.windowMs;
+    while (this.active > this.atGateways() && Date.now() < end) await this.arrival(end - Date.now());
+  }
+
+  /** Invocations with a call waiting or running, in every queue. */
+  private atGateways(): number {
+    let n = 0;
+    for (const q of this.queues.values()) n += q.entries.length + q.running;
+    return n;
+  }
+
+  /** Resolves at the next call's arrival, or after `ms`. */
+  private arrival(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.waiters.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.waiters.add(wake);
+    });
   }
 
   private async giveBack(q: PodQueue): Promise<void> {
@@ -216,9 +242,11 @@ export class GatewayBatcher {
   private async runEntries(q: PodQueue, entries: Entry[]): Promise<void> {
     const deadline = Math.max(...entries.map((e) => e.inv.deadline));
     const aborts = allAborted(entries.map((e) => e.inv.signal));
-    const outcomes = await this.runCalls(q, entries, { deadline, signal: aborts.signal }).finally(
-      aborts.dispose,
-    );
+    q.running = entries.length;
+    const outcomes = await this.runCalls(q, entries, { deadline, signal: aborts.signal }).finally(() => {
+      aborts.dispose();
+      q.running = 0;
+    });
     for (const e of entries) e.settle(outcomes.get(callKey(e.call.op, e.call.args[0]!))!);
   }
 
