@@ -229,6 +229,7 @@ export class GatewayBatcher {
     });
   }
 
+  /** Gives the pod's lease back, and forgets an idle queue (a container meets pods come and go). */
   private async giveBack(q: PodQueue): Promise<void> {
     await q.lease.release().catch((e: unknown) => {
       this.deps.log.warn('gateway lease release failed; it expires on its own', {
@@ -236,10 +237,15 @@ export class GatewayBatcher {
         error: String(e),
       });
     });
+    if (!q.draining && q.entries.length === 0 && q.jobs.length === 0 && !q.lease.held)
+      this.queues.delete(q.lease.key);
   }
 
   /** Runs the waiting entries, an exec per op and chunk, and settles each. */
-  private async runEntries(q: PodQueue, entries: Entry[]): Promise<void> {
+  private async runEntries(q: PodQueue, all: Entry[]): Promise<void> {
+    // A caller whose invocation has given up was answered already: its call is not sent.
+    const entries = all.filter((e) => !e.inv.signal.aborted);
+    if (entries.length === 0) return;
     const deadline = Math.max(...entries.map((e) => e.inv.deadline));
     const aborts = allAborted(entries.map((e) => e.inv.signal));
     q.running = entries.length;
