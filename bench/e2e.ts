@@ -23,8 +23,8 @@
  * benchmark once per value with the lab's exec cost model (ADR 0100: a start latency per exec; `--exec-commands`
  * adds the measured per-command costs, one value for all runs or one per latency), after an unreported warm-up run,
  * and prints the runs side by side, ratios first with their absolute figures beside them, then the exec goals
- * (bench/lib/e2e-exec.ts); JSON: bench/results/e2e-exec-<n>-<g>gw[-qos][-<release>].json (quick instead of
- * <n>-<g>gw with --quick). `--kube-ovn-version` is the release the lab's gateways play; `--handlers` how many EIPs
+ * (bench/lib/e2e-exec.ts); JSON: bench/results/e2e-exec-<n>-<g>gw[-qos][-<release>][-h<handlers>].json (quick
+ * instead of <n>-<g>gw with --quick). `--kube-ovn-version` is the release the lab's gateways play; `--handlers` how many EIPs
  * the local stack's bridge hands to its in-process handlers at once (its CONCURRENCY): they share one container,
  * so their gateway calls are batched together (ADR 0110).
  */
@@ -699,7 +699,7 @@ export const suite: Suite = {
     return {
       table: [compareRuns(results), '', ...results.map(render)].join('\n\n'),
       // Named by what was run: a QoS run or another release does not overwrite the plain 1,000-EIP comparison.
-      file: `e2e-exec-${args.includes('--quick') ? 'quick' : `${options.n}-${options.gateways}gw`}${options.qos ? '-qos' : ''}${options.kubeOvnRelease ? `-${options.kubeOvnRelease}` : ''}.json`,
+      file: `e2e-exec-${args.includes('--quick') ? 'quick' : `${options.n}-${options.gateways}gw`}${options.qos ? '-qos' : ''}${options.kubeOvnRelease ? `-${options.kubeOvnRelease}` : ''}${options.handlers === undefined ? '' : `-h${options.handlers}`}.json`,
       json: {
         ...meta,
         comparison: comparisonOf(results),
