@@ -36,6 +36,7 @@ import {
 } from '../../shared/domain/dialect/index.js';
 import { GATEWAY_CONTAINER } from '../../shared/domain/kube-ovn.js';
 import { NAT_GW_OPS, natGatewayArgv } from '../../shared/domain/nat-gateway.js';
+import { argBytes, MAX_EXEC_ARG_BYTES } from '../../shared/domain/nat-gateway-batch.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { kustomizeOverlay } from '../support/kustomize.js';
 
@@ -250,6 +251,18 @@ describe('exec policy (infra/rbac/exec-policy.yaml) in the local API', () => {
     for (const command of sent)
       expect(await connect(HANDLERS, GW, { command }), command.join(' ')).toEqual({ status: 101 });
     expect(await connect(HANDLERS, GW, { stdin: false, tty: false })).toEqual({ status: 101 });
+  });
+
+  it('admits a batched call: as many rules of one op as an exec carries (ADR 0110), each checked alike', async () => {
+    const rules = Array.from({ length: 6000 }, (_, i) => `172.18.${Math.floor(i / 250)}.${(i % 250) + 1}/16`);
+    expect(rules.reduce((n, r) => n + argBytes(r), 0)).toBeLessThanOrEqual(MAX_EXEC_ARG_BYTES);
+    expect(await connect(HANDLERS, GW, { command: natGatewayArgv('eip-del', rules) })).toEqual({
+      status: 101,
+    });
+    const tainted = [...rules.slice(0, 100), '172.18.9.9/16;id', ...rules.slice(100, 200)];
+    expect(
+      await connect(HANDLERS, GW, { command: ['bash', '/kube-ovn/nat-gateway.sh', 'eip-del', ...tainted] }),
+    ).toMatchObject({ status: 403 });
   });
 
   it('admits the reads for any external interface the product may read, and refuses what is not an interface name', async () => {
