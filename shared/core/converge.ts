@@ -246,9 +246,10 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
     eip0.status?.redo !== token || eip0.status?.ready !== true || inv.event.reason === 'gateway-restarted';
   if (redo) {
     const d = await run.dialect(pod);
-    // The container run changed: the whole gateway is redone at once, and what that re-added is not sent again.
-    if (eip0.status?.redo !== token || inv.event.reason === 'gateway-restarted')
-      await redoGateway(run, pod, d, ip);
+    // The container run changed since this EIP was configured: the whole gateway is redone at once, and what that
+    // re-added is not sent again (ADR 0111). A redo asked for otherwise (ready=false, the audit's repair of a missing
+    // address, the bridge's hint in the same second) sends its own calls.
+    if (eip0.status?.redo !== token) await redoGateway(run, pod, d, ip);
     await run.gw(pod, eipAdd(d, { address: ip, prefix: placement.prefix, gateway: pool.gateway }), d);
   }
 

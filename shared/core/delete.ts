@@ -160,7 +160,7 @@ async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]):
   if (eip.status?.redo === token && inv.event.reason !== 'gateway-restarted') return undefined;
   const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
   const d = await run.dialect(pod);
-  await redoGateway(run, pod, d, ip);
+  if (eip.status?.redo !== token) await redoGateway(run, pod, d, ip);
   await run.gw(pod, eipAdd(d, { address: ip, prefix: alloc.placement.prefix, gateway: pool.gateway }), d);
   const policy = validName(eip.status?.qosPolicy);
   if (policy) await addQos(inv, deps, pod, d, ip, await loadQos(deps, policy));

@@ -164,6 +164,23 @@ describe('a gateway restart is redone in one sweep', () => {
     for (const name of names) expect(w.get(name)?.status?.ready).toBe(true);
   });
 
+  it('an address lost after the sweep (removed by hand) is re-added when asked again: the ledger only serves EIPs not yet redone in the run', async () => {
+    const w = world();
+    const names = await configured(w, 3);
+    w.restartContainer();
+    for (const n of names) await w.run('update', n, 'gateway-restarted');
+    const ip = w.get(names[0]!)!.status!.ip!;
+    const sim = w.gateway.sim(w.pod());
+    expect(sim.exec(['ip', 'addr', 'del', `${ip}/24`, 'dev', 'net1']).exitCode).toBe(0);
+    // The audit's repair of a missing address (or the bridge's hint) sends the update with gateway-restarted.
+    const from = w.gateway.calls.length;
+    await w.run('update', names[0]!, 'gateway-restarted');
+    expect(execsSince(w, from).map((c) => `${c.op} ${c.args.join(' ')}`)).toContain(
+      `eip-add ${ip}/24,172.18.0.1`,
+    );
+    expect(w.net1()).toContain(`${ip}/24`);
+  });
+
   it('without a ledger every EIP redoes its own, batched with whatever waits with it', async () => {
     const w = world();
     const names = await configured(w, 6);
