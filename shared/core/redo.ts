@@ -24,6 +24,7 @@ import { v4PoolOf } from './gateway.js';
 import { type Run, validName } from './prelude.js';
 import { type LoadedQos, loadQos } from './qos.js';
 import { containerRun, coverByRedo, doneKey, podName } from './redo-coverage.js';
+import { redoToken } from './view.js';
 
 /** Time the sweeper keeps for its own EIP's work after the sweep. */
 const OWN_WORK_MS = 5_000;
@@ -113,7 +114,7 @@ async function sweep(run: Run, s: PodSession, gateway: string, d: Dialect, runId
   prior = await ledger.get(podName(s.pod));
   if (prior && isDone(prior, runId)) return { record: prior, outcomes };
   const done = new Set<string>(prior?.run === runId ? prior.done : []);
-  const plan = await sweepPlan(run, gateway, d);
+  const plan = await sweepPlan(run, s.pod, gateway, d);
   const pending = (calls: readonly GatewayCall[]) => calls.filter((c) => !done.has(doneKey(c.call)));
   const adds = pending([...plan.values()].map((p) => p.add));
   let complete = tally(done, outcomes, await s.run(adds, deadline), adds);
@@ -159,14 +160,23 @@ interface Planned {
 
 /**
  * What the sweep re-adds, by address, the invocation's own EIP first: for every EIP labelled with the gateway that
- * has an address and is not being deleted, its eip-add where IPAM says its uid holds that address placed on this
+ * has an address, is not being deleted and was not configured in this container run already (Ready with the pod's
+ * current token as status.redo, which the EIP's own update writes only after configuring it: ADR 0003), its eip-add where IPAM says its uid holds that address placed on this
  * gateway, and its policy's QoS when the spec still wants what the allocation records as applied (keptPolicy).
  */
-async function sweepPlan(run: Run, gateway: string, d: Dialect): Promise<Map<string, Planned>> {
+async function sweepPlan(
+  run: Run,
+  pod: GatewayPod,
+  gateway: string,
+  d: Dialect,
+): Promise<Map<string, Planned>> {
   const { deps, inv } = run;
   const own = inv.event.object.name;
+  const token = redoToken(pod);
+  const inThisRun = (e: IptablesEip) => e.status?.ready === true && e.status.redo === token;
   const eips = (await deps.cluster.listEipsByLabel(Label.natGwName, gateway))
     .filter((e) => e.status?.ip && !e.metadata.deletionTimestamp)
+    .filter((e) => e.metadata.name === own || !inThisRun(e))
     .sort((a, b) => Number(b.metadata.name === own) - Number(a.metadata.name === own));
   const found: { eip: IptablesEip; held: Allocation; pool: Pool }[] = [];
   for (const [subnet, group] of bySubnet(eips)) {

@@ -409,7 +409,8 @@ describe('in-process sink', () => {
     });
     const sent = sink.send(w.event('add', 'eip-1', 'added'));
     await execStarted;
-    expect(w.leases.held.size).toBe(1); // the EIP's lease, held across the exec
+    // The EIP's lease, held across the exec, and the pod's gateway lease, held for it (ADR 0110).
+    expect([...w.leases.held.keys()].map((k) => k.split('#')[0])).toEqual(['eip', 'pod']);
     let closed = false;
     const closing = sink.close().then(() => {
       closed = true;
