@@ -409,6 +409,12 @@ export interface BatchSettings {
   maxRules?: number;
   /** The exec's own limit for one rule; the exec timeout grows from it with the rules (EXEC_TIMEOUT_MS). */
   execTimeoutMs?: number;
+  /**
+   * How many execs of one op this container runs into one pod at once when its rules would take long one after
+   * another (the script runs a call's rules in turn, and each eip-add waits seconds for arping). 1: one exec at a
+   * time. Default 8 (GATEWAY_EXEC_LANES, ADR 0112).
+   */
+  lanes?: number;
 }
 
 /** Re-export for adapters that only need the types of the objects they move. */

@@ -97,7 +97,7 @@ export function buildDeps(config: Config, options: BuildOptions = {}): Deps {
     metrics,
     newId: () => randomUUID(),
     ...(config.kubeOvnRelease && { kubeOvnRelease: config.kubeOvnRelease }),
-    batching: { execTimeoutMs: config.execTimeoutMs },
+    batching: { execTimeoutMs: config.execTimeoutMs, lanes: config.execLanes },
   };
 }
 

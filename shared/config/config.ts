@@ -9,6 +9,7 @@
  * | `TABLE_NAME` | DynamoDB table (IPAM, leases) | — |
  * | `DYNAMODB_ENDPOINT` | DynamoDB endpoint (dynalite locally); `AWS_ENDPOINT_URL_DYNAMODB` works too | AWS |
  * | `EXEC_TIMEOUT_MS` | hard timeout of one nat-gateway.sh exec | `20000` |
+ * | `GATEWAY_EXEC_LANES` | execs of one op one container runs into one gateway pod at once for long work | `8` |
  * | `EIP_READ_CACHE_MS` | how long a warm container reuses the nat-gw ConfigMaps, Subnets and VpcNatGateways it read (0: off; ADR 0028) | `5000` in Lambda, else `0` |
  * | `LOG_LEVEL` | `debug`, `info`, `warn`, `error` (`AWS_LAMBDA_LOG_LEVEL`, set by the function's logging configuration, wins) | `info` |
  * | `KUBE_OVN_RELEASE` | the kube-ovn release a gateway speaks when its pod does not tell (`1.12`, `1.13`, `1.14`, `1.15`, `1.16`, `master`); `auto` or empty: none (docs/compatibility.md) | `auto` |
@@ -38,6 +39,8 @@ export interface Config {
   /** `placeholderCredentials`: a local endpoint and no AWS key in the environment (dynalite accepts any). */
   dynamo: { tableName: string; endpoint?: string; region: string; placeholderCredentials: boolean };
   execTimeoutMs: number;
+  /** Execs of one op into one pod at once for long work (GATEWAY_EXEC_LANES, ADR 0112). */
+  execLanes: number;
   /** Per-container cache of the slowly changing objects an add reads (ADR 0028); 0 turns it off. */
   readCacheMs: number;
   /**
@@ -162,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   const dynamo = dynamoOf(env, region ?? 'local', problems);
   requireRegion(region, kube, dynamo, problems);
   const execTimeoutMs = intIn('EXEC_TIMEOUT_MS', env.EXEC_TIMEOUT_MS, 20_000, [1_000, 300_000], problems);
+  const execLanes = intIn('GATEWAY_EXEC_LANES', env.GATEWAY_EXEC_LANES, 8, [1, 64], problems);
   const inLambda = !!env.AWS_LAMBDA_FUNCTION_NAME;
   const readCacheMs = intIn(
     'EIP_READ_CACHE_MS',
@@ -185,6 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     kube: kube!,
     dynamo,
     execTimeoutMs,
+    execLanes,
     readCacheMs,
     ...(kubeOvnRelease && { kubeOvnRelease }),
     logLevel: levelFromEnv(env.LOG_LEVEL, env.AWS_LAMBDA_LOG_LEVEL),

@@ -10,7 +10,7 @@
  * container, which runs one invocation at a time, it never waits. The lease is kept while any invocation of the container is running and
  * given back when the last one ends (or when a drain ends with none left), before that invocation returns.
  */
-import { type Dialect, ruleCostMs } from '../domain/dialect/index.js';
+import { classifyFailure, type Dialect, ruleCostMs } from '../domain/dialect/index.js';
 import { DeadlineError, GatewayCommandError } from '../domain/errors.js';
 import type { NatGwCall } from '../domain/nat-gateway.js';
 import { chunkArgs, MAX_EXEC_ARG_BYTES } from '../domain/nat-gateway-batch.js';
@@ -26,7 +26,10 @@ const DEFAULTS: Required<BatchSettings> = {
   maxArgBytes: MAX_EXEC_ARG_BYTES,
   maxRules: 10_000,
   execTimeoutMs: DEFAULT_EXEC_TIMEOUT_MS,
+  lanes: 8,
 };
+/** Work of one op worth a second exec beside the first: below it, one exec carries all (ADR 0112). */
+const SPREAD_MS = 2_000;
 /** The longest one exec is planned to take: chunks are sized below it by the pod's measured time per rule. */
 const MAX_CHUNK_MS = 60_000;
 /** Time kept free before the latest deadline of a chunk's callers. */
@@ -109,6 +112,8 @@ function allAborted(signals: readonly AbortSignal[]): { signal: AbortSignal; dis
 export class GatewayBatcher {
   private readonly queues = new Map<string, PodQueue>();
   private readonly perRuleMs = new Map<string, number>();
+  /** Pods whose iptables exits on a held xtables lock (older than 1.8.9): one exec at a time there. */
+  private readonly serialPods = new Set<string>();
   private readonly settings: Required<BatchSettings>;
   private readonly waiters = new Set<() => void>();
   private active = 0;
@@ -285,8 +290,9 @@ export class GatewayBatcher {
   }
 
   /**
-   * One op's rules, chunk by chunk; a failure to get the lease or a deadline settles what is left with it. A job
-   * (`whole`) starts no chunk its time would not cover.
+   * One op's rules, chunk by chunk, in up to `lanes` execs at once when the rules would take long one after another
+   * (ADR 0112); a failure to get the lease or a deadline settles what is left with it. A job (`whole`) starts no
+   * chunk its time would not cover.
    */
   private async runGroup(
     q: PodQueue,
@@ -296,24 +302,36 @@ export class GatewayBatcher {
     by: Budget,
   ): Promise<Map<string, Outcome>> {
     const out = new Map<string, Outcome>();
+    const lanes = this.lanesFor(q.pod, op, d, args.length);
+    const most = Math.ceil(args.length / lanes);
+    const exec: ExecArgs = (a) => this.execOnce(q, op, d, a, by);
     let rest = args;
-    while (rest.length > 0) {
-      const chunk = this.nextChunk(q.pod, op, d, rest, by);
-      if (chunk.length === 0) {
-        const error = new DeadlineError('no time left to run the rest of the gateway work');
-        for (const a of rest) out.set(a, { ok: false, error });
-        break;
+    let failure: { error: unknown } | undefined;
+    const lane = async (): Promise<void> => {
+      while (rest.length > 0 && !failure) {
+        const chunk = this.nextChunk(q.pod, op, d, rest, by, most);
+        if (chunk.length === 0) {
+          failure = { error: new DeadlineError('no time left to run the rest of the gateway work') };
+          return;
+        }
+        rest = rest.slice(chunk.length);
+        const failed = await settleChunk(exec, chunk, d, out);
+        failure ??= failed;
       }
-      rest = rest.slice(chunk.length);
-      const exec: ExecArgs = (a) => this.execOnce(q, op, d, a, by);
-      try {
-        for (const [a, o] of await settleRules(exec, chunk, d)) out.set(a, o);
-      } catch (error) {
-        for (const a of [...chunk, ...rest]) out.set(a, { ok: false, error });
-        break;
-      }
-    }
+    };
+    await Promise.all(Array.from({ length: lanes }, lane));
+    if (failure) for (const a of rest) out.set(a, { ok: false, error: failure.error });
     return out;
+  }
+
+  /**
+   * Execs to spread an op's rules over: one unless they would take more than SPREAD_MS one after another, then as
+   * many as that work fills, up to the pod's lanes (1 once its iptables refused to wait for the xtables lock).
+   */
+  private lanesFor(pod: GatewayPod, op: NatGwOp, d: Dialect | undefined, rules: number): number {
+    const most = this.serialPods.has(pod.uid) ? 1 : this.settings.lanes;
+    const spread = Math.ceil((rules * this.costOf(pod, op, d)) / SPREAD_MS);
+    return Math.max(1, Math.min(most, spread, rules));
   }
 
   /**
@@ -326,12 +344,13 @@ export class GatewayBatcher {
     d: Dialect | undefined,
     args: readonly string[],
     by: Budget,
+    most: number,
   ): readonly string[] {
     const budget = Math.min(MAX_CHUNK_MS, by.deadline - this.deps.clock.now() - DEADLINE_MARGIN_MS);
     const fits = Math.floor(budget / this.costOf(pod, op, d));
     if (by.whole && fits < 1) return [];
     const byTime = Math.max(1, fits);
-    const count = Math.min(this.settings.maxRules, byTime);
+    const count = Math.min(this.settings.maxRules, byTime, most);
     return chunkArgs(args, this.settings.maxArgBytes, count)[0] ?? [];
   }
 
@@ -367,8 +386,20 @@ export class GatewayBatcher {
       const took = clock.now() - started;
       if (e instanceof GatewayCommandError && e.exitCode === undefined && took >= 0.9 * timeoutMs)
         this.learn(q.pod, op, Math.max(perRule, (2 * took) / args.length));
+      if (e instanceof GatewayCommandError && classifyFailure(e, d).reason === 'xtables-lock')
+        this.serialise(q.pod);
       throw e;
     }
+  }
+
+  /** The pod's iptables does not wait for the xtables lock: from now on one exec at a time there. */
+  private serialise(pod: GatewayPod): void {
+    if (this.serialPods.has(pod.uid)) return;
+    this.serialPods.add(pod.uid);
+    while (this.serialPods.size > 512) this.serialPods.delete(this.serialPods.values().next().value!);
+    this.deps.log.warn('gateway pod refused concurrent iptables runs; its execs go one at a time', {
+      pod: `${pod.namespace}/${pod.name}`,
+    });
   }
 
   private learn(pod: GatewayPod, op: NatGwOp, ms: number): void {
@@ -376,6 +407,22 @@ export class GatewayBatcher {
     this.perRuleMs.delete(key);
     this.perRuleMs.set(key, ms);
     while (this.perRuleMs.size > 512) this.perRuleMs.delete(this.perRuleMs.keys().next().value!);
+  }
+}
+
+/** Settles one chunk into `out`; a failure that ends the op (the lease, a deadline) is returned, its rules failed. */
+async function settleChunk(
+  exec: ExecArgs,
+  chunk: readonly string[],
+  d: Dialect | undefined,
+  out: Map<string, Outcome>,
+): Promise<{ error: unknown } | undefined> {
+  try {
+    for (const [a, o] of await settleRules(exec, chunk, d)) out.set(a, o);
+    return undefined;
+  } catch (error) {
+    for (const a of chunk) out.set(a, { ok: false, error });
+    return { error };
   }
 }
 

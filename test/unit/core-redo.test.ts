@@ -148,7 +148,8 @@ describe('a gateway restart is redone in one sweep', () => {
         return g.run(...a);
       },
     };
-    const deps: Deps = { ...w.deps, gateway: slow };
+    // One exec at a time: the manual clock moves per exec, so the time budget is what this checks.
+    const deps: Deps = { ...w.deps, gateway: slow, batching: { lanes: 1 } };
     // 5 s for the EIP's own work after the sweep, 2 s margin: 21 s leaves 14 s, two chunks of its first guess.
     const first = await operations.update(invocation(w, names[0]!, 21_000), deps);
     expect(first.status).toBe('applied');
