@@ -412,7 +412,7 @@ export interface BatchSettings {
   /**
    * How many execs of one op this container runs into one pod at once when its rules would take long one after
    * another (the script runs a call's rules in turn, and each eip-add waits seconds for arping). 1: one exec at a
-   * time. Default 8 (GATEWAY_EXEC_LANES, ADR 0112).
+   * time. Default 8 (GATEWAY_EXEC_LANES, ADR 0125).
    */
   lanes?: number;
 }

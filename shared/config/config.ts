@@ -39,7 +39,7 @@ export interface Config {
   /** `placeholderCredentials`: a local endpoint and no AWS key in the environment (dynalite accepts any). */
   dynamo: { tableName: string; endpoint?: string; region: string; placeholderCredentials: boolean };
   execTimeoutMs: number;
-  /** Execs of one op into one pod at once for long work (GATEWAY_EXEC_LANES, ADR 0112). */
+  /** Execs of one op into one pod at once for long work (GATEWAY_EXEC_LANES, ADR 0125). */
   execLanes: number;
   /** Per-container cache of the slowly changing objects an add reads (ADR 0028); 0 turns it off. */
   readCacheMs: number;

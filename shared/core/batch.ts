@@ -28,7 +28,7 @@ const DEFAULTS: Required<BatchSettings> = {
   execTimeoutMs: DEFAULT_EXEC_TIMEOUT_MS,
   lanes: 8,
 };
-/** Work of one op worth a second exec beside the first: below it, one exec carries all (ADR 0112). */
+/** Work of one op worth a second exec beside the first: below it, one exec carries all (ADR 0125). */
 const SPREAD_MS = 2_000;
 /** The longest one exec is planned to take: chunks are sized below it by the pod's measured time per rule. */
 const MAX_CHUNK_MS = 60_000;
@@ -291,7 +291,7 @@ export class GatewayBatcher {
 
   /**
    * One op's rules, chunk by chunk, in up to `lanes` execs at once when the rules would take long one after another
-   * (ADR 0112); a failure to get the lease or a deadline settles what is left with it. A job (`whole`) starts no
+   * (ADR 0125); a failure to get the lease or a deadline settles what is left with it. A job (`whole`) starts no
    * chunk its time would not cover.
    */
   private async runGroup(

@@ -251,7 +251,7 @@ describe('two containers never exec into one pod at once', () => {
     const out = await Promise.all(names.map((n, i) => run(n, i % 2 ? a : b)));
     expect(out.every((o) => o.status === 'applied')).toBe(true);
     expect(track.maxContainers).toBe(1);
-    // The holder spreads long work (eip-add waits for arping) over at most its lanes (ADR 0112).
+    // The holder spreads long work (eip-add waits for arping) over at most its lanes (ADR 0125).
     expect(track.max).toBeGreaterThanOrEqual(1);
     expect(track.max).toBeLessThanOrEqual(8);
     expect(w.net1()).toHaveLength(24);
@@ -282,7 +282,7 @@ describe('two containers never exec into one pod at once', () => {
   });
 });
 
-describe('long work spread over a few execs at once (ADR 0112)', () => {
+describe('long work spread over a few execs at once (ADR 0125)', () => {
   const adds = async (w: World, deps: Deps, n: number, from = 0) => {
     const names = Array.from({ length: n }, (_, i) => `e${from + i}`);
     for (const name of names) w.eip(name);
