@@ -104,10 +104,14 @@ export const DASHBOARD_ROWS: readonly (readonly Widget[])[] = [
       lines: [s('e12', 'ExecDuration', 'service,op', 'p99')],
     },
     {
-      title: 'Gateway exec failures',
+      title: 'Gateway execs, the rules they carried, failures',
       width: 8,
       period: 300,
-      lines: [s('e13', 'ExecFailures', 'service,op')],
+      lines: [
+        s('e13', 'ExecFailures', 'service,op'),
+        s('e40', 'GatewayExecs', 'service,op'),
+        s('e41', 'GatewayBatchRules', 'service,op'),
+      ],
     },
     {
       title: 'Contention: leases, write conflicts, DynamoDB retries',
@@ -115,6 +119,7 @@ export const DASHBOARD_ROWS: readonly (readonly Widget[])[] = [
       period: 300,
       lines: [
         s('e14', 'LeaseContention', 'service'),
+        s('e42', 'GatewayLeaseWaits', 'service'),
         s('e15', 'WriteConflicts', 'service'),
         s('e16', 'IpamStoreRetries', 'service,op'),
       ],

@@ -32,6 +32,11 @@ export const METRIC_NAMES = {
   HandlerDuration: 'Milliseconds',
   Outcomes: 'Count',
   LeaseContention: 'Count',
+  // Emitted by the per-pod gateway batching (shared/core/batch.ts, gateway-lease.ts): execs by op, the rules they
+  // carried, and waits for a gateway pod another container holds.
+  GatewayExecs: 'Count',
+  GatewayBatchRules: 'Count',
+  GatewayLeaseWaits: 'Count',
   // Emitted by the DynamoDB IPAM adapter (shared/adapters/dynamo).
   IpamAllocations: 'Count',
   IpamAllocationRetries: 'Count',
