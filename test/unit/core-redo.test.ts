@@ -112,6 +112,22 @@ describe('a gateway restart is redone in one sweep', () => {
     expect(w.net1()).toHaveLength(2);
   });
 
+  it('an address the sweep re-added, then deleted and claimed by a new EIP in the same container run, is added for the new EIP', async () => {
+    const w = world();
+    const names = await configured(w, 3);
+    w.restartContainer();
+    for (const n of names) await w.run('update', n, 'gateway-restarted');
+    const ip = w.get(names[0]!)!.status!.ip!;
+    // Its EIP goes: eip-del in this same run, the address released.
+    w.cluster.deleteEip(names[0]!, new Date(w.clock.now()).toISOString());
+    await w.run('update', names[0]!, 'deletion-requested');
+    expect(w.net1()).not.toContain(`${ip}/24`);
+    // A new EIP asks for that very address: the sweep's record of it is no answer for the new one.
+    w.eip('fresh', { v4ip: ip });
+    expect(await w.run('add', 'fresh', 'added')).toMatchObject({ status: 'applied', ip });
+    expect(w.net1()).toContain(`${ip}/24`);
+  });
+
   it('a terminating EIP and one whose QoS policy is changing are left to their own updates', async () => {
     const w = world();
     const names = await configured(w, 4);
