@@ -36,7 +36,8 @@ export const MEANING: Record<DriftKind, string> = {
   'misplaced-address': 'an allocated address is configured on a gateway other than the one its EIP uses',
   'status-mismatch': "an EIP's status disagrees with its allocation (status.ip, status.qosPolicy, ready)",
   'label-mismatch': "an EIP's labels disagree with its allocation (subnet, gateway, address, QoS policy)",
-  'stale-lease': 'a per-EIP or gateway pod lease is still stored past its expiry (its holder never gave it back)',
+  'stale-lease':
+    'a per-EIP or gateway pod lease is still stored past its expiry (its holder never gave it back)',
   'qos-drift':
     "an address's tc QoS (police filters, or HTB classes on kube-ovn 1.16+) differs from its EIP's QoS policy",
   'missing-hairpin':

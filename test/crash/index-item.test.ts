@@ -144,9 +144,7 @@ async function staleLeaseRepaired(name: string): Promise<void> {
   // The EIP's lease, and the gateway pod's when the process died holding it for an exec (ADR 0110).
   const stale = report.drift.map((d) => [d.kind, d.eip ?? d.lease?.key.split('#')[0]]);
   expect(stale).toContainEqual(['stale-lease', name]);
-  expect(stale.filter(([, who]) => who !== name)).toEqual(
-    stale.length === 2 ? [['stale-lease', 'pod']] : [],
-  );
+  expect(stale.filter(([, who]) => who !== name)).toEqual(stale.length === 2 ? [['stale-lease', 'pod']] : []);
   expect((await repairDrift(audit, report)).map((a) => a.result)).toEqual(stale.map(() => 'done'));
 }
 
