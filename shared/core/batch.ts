@@ -29,7 +29,7 @@ const DEFAULTS: Required<BatchSettings> = {
   lanes: 8,
 };
 /** Work of one op worth a second exec beside the first: below it, one exec carries all (ADR 0125). */
-const SPREAD_MS = 2_000;
+const SPREAD_MS = 5_000;
 /** The longest one exec is planned to take: chunks are sized below it by the pod's measured time per rule. */
 const MAX_CHUNK_MS = 60_000;
 /** Time kept free before the latest deadline of a chunk's callers. */
