@@ -39,6 +39,7 @@ export interface AddWork {
 export async function addOnPods(run: Run, active: readonly GatewayPod[], w: AddWork): Promise<PodsState> {
   const state: PodsState = { carrying: [], failed: [], added: new Set() };
   for (const pod of active) {
+    run.knowGateway(pod, w.gateway);
     if (containerDown(pod)) {
       state.failed.push({ pod, error: notRunning(pod) });
       continue;

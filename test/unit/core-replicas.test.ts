@@ -313,14 +313,20 @@ describe('a replicated gateway in a namespace of its own, under a custom name pr
     const w = world();
     const pods = w.replicas(2, { namespace: 'gw-ns', prefix: 'custom-gw' });
     expect(pods.map((p) => p.name.startsWith('custom-gw-gw1-'))).toEqual([true, true]);
+    w.qos('q1', RULES);
     w.eip('eip-a');
     expect(await w.run('add', 'eip-a', 'added')).toMatchObject({ status: 'applied' });
     for (const p of pods) expect(has(w, p, '172.18.0.2')).toBe(true);
     expect((await placed(w, 'eip-a'))?.namespace).toBe('gw-ns');
+    // A QoS change alone (no eip-add): each pod spoken to as a pod of gw1, whatever its app label says.
+    w.cluster.editEipSpec('eip-a', { qosPolicy: 'q1' });
+    expect(await w.run('update', 'eip-a', 'spec-changed')).toMatchObject({ status: 'applied' });
+    for (const p of pods) expect(limits(w, p)).toEqual(['ingress 172.18.0.2 10Mbit 10Mb']);
     w.restartContainer(pods[1]!);
     const mark = w.gateway.calls.length;
     await w.run('update', 'eip-a', 'resync');
-    expect(execsSince(w, mark)).toEqual({ [pods[1]!.name]: 1 });
+    expect(execsSince(w, mark)).toEqual({ [pods[1]!.name]: 2 }); // the address, then its QoS
+    expect(limits(w, pods[1]!)).toEqual(['ingress 172.18.0.2 10Mbit 10Mb']);
     w.cluster.deleteEip('eip-a', new Date(w.clock.now()).toISOString());
     expect(await w.run('update', 'eip-a', 'deletion-requested')).toMatchObject({ status: 'applied' });
     for (const p of pods) expect(has(w, p, '172.18.0.2')).toBe(false);
