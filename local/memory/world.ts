@@ -349,7 +349,9 @@ export function world(options: WorldOptions = {}) {
         net1 = w.net1();
         tc = w.tc();
       }
-      return { eips, allocations, policyHolds, net1, tc };
+      // Every pod of a replicated gateway, by name (none apart from the StatefulSet's until replicas() ran).
+      const replicas = replicaSet ? w.pods().map((p) => ({ pod: p.name, net1: w.net1(p), tc: w.tc(p) })) : [];
+      return { eips, allocations, policyHolds, net1, tc, replicas };
     },
   };
   w.createPod();
