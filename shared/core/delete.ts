@@ -11,20 +11,23 @@ import { InvalidEventError } from '../domain/errors.js';
 import { type IptablesEip, Label } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, GatewayPod, NatRuleRef } from '../ports.js';
 import { cleanUpGateway } from './delete-pods.js';
-import { addOnPods, podsProblem, throwIfNone } from './fan-out.js';
+import { addOnPods, lackingPods, podsProblem, throwIfNone } from './fan-out.js';
 import { v4PoolOf } from './gateway.js';
 import { heldBy } from './held.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { Run, validName } from './prelude.js';
 import { addQos, loadQos } from './qos.js';
-import { recordPlacement } from './record.js';
+import { type PodsView, recordPlacement } from './record.js';
 import {
   addDue,
   carriedBy,
   containerDown,
   gatewayPodsOf,
+  lackingOf,
   newestToken,
+  notRunning,
+  podConditions,
   recordsPods,
   requireActive,
 } from './replicas.js';
@@ -142,15 +145,18 @@ async function waitForNatRules(
   const message = `eip "${name}" is still in use by ${rules.map((r) => `${r.kind}/${r.name}`).join(', ')}; deletion waits until they are deleted`;
   // The rules still send traffic to the address: while deletion waits, a gateway restart is redone as for any
   // configured EIP (address, then its QoS), so the EIP never says Ready without its address on net1.
-  const redo = await redoWhileWaiting(run, eip, held);
+  const { redo, pods } = await redoWhileWaiting(run, eip, held);
+  const deleting = setCondition(
+    eip.status?.conditions,
+    { type: ConditionType.deleting, status: 'True', reason: 'WaitingForNatRules', message },
+    run.now(),
+  );
   const change = statusChanges(eip, {
     ...(redo && { redo }),
     nat: natOf(rules),
-    conditions: setCondition(
-      eip.status?.conditions,
-      { type: ConditionType.deleting, status: 'True', reason: 'WaitingForNatRules', message },
-      run.now(),
-    ),
+    // Which pods carry the address, as for a configured EIP: the rules still send traffic to it.
+    conditions:
+      pods && eip.status?.ip ? podConditions(deleting, { ip: eip.status.ip, ...pods }, run.now()) : deleting,
   });
   if (change) {
     await deps.cluster.patchEipStatus(name, change);
@@ -162,20 +168,30 @@ async function waitForNatRules(
 /**
  * For a terminating EIP that waits for its NAT rules: re-adds its address (and QoS) in each pod of the gateway it is
  * recorded on that restarted (or is new) since it was configured there, as a configured EIP's update does
- * (./replicas.ts addDue, ready=false aside: the deletion under way is what it shows). Returns the new redo token,
- * or undefined when nothing was needed (not configured, no recorded placement, the feature off).
+ * (./replicas.ts addDue, ready=false aside: the deletion under way is what it shows). Returns the new redo token
+ * when something was redone, and the pods as the status tells them; nothing when there is nothing to look at (not
+ * configured, no recorded placement, the feature off).
  */
-async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]): Promise<string | undefined> {
+async function redoWhileWaiting(
+  run: Run,
+  eip: IptablesEip,
+  held: Allocation[],
+): Promise<{ redo?: string; pods?: PodsView }> {
   const { deps, inv } = run;
   const ip = eip.status?.ip;
   const alloc = ip ? held.find((a) => a.family === 4 && a.address === ip) : undefined;
   const placement = alloc?.placement;
-  if (!ip || !alloc || !placement || !(await deps.cluster.natGwFeature()).enabled) return undefined;
+  if (!ip || !alloc || !placement || !(await deps.cluster.natGwFeature()).enabled) return {};
   const { gateway } = placement;
-  const active = requireActive(gateway, await gatewayPodsOf(deps, gateway, placement.namespace));
+  const found = await gatewayPodsOf(deps, gateway, placement.namespace);
+  const active = requireActive(gateway, found);
   const asConfigured = { ...eip, status: { ...eip.status, ready: true } };
   const due = (p: GatewayPod) => addDue(p, asConfigured, placement.pods, inv.event);
-  if (!active.some((p) => !containerDown(p) && due(p))) return undefined;
+  if (!active.some((p) => !containerDown(p) && due(p))) {
+    const down = active.filter(containerDown);
+    const failed = down.map((p) => lackingOf(p, notRunning(p)));
+    return { pods: { found, carrying: active.filter((p) => !containerDown(p)), failed } };
+  }
   const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
   const pods = await addOnPods(run, active, {
     gateway,
@@ -184,6 +200,8 @@ async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]):
     due,
   });
   throwIfNone(pods);
+  const view = { found, carrying: pods.carrying, failed: lackingPods(pods) };
+  if (pods.added.size === 0) return { pods: view };
   const policy = validName(eip.status?.qosPolicy);
   if (policy) {
     const qos = await loadQos(deps, policy);
@@ -193,5 +211,6 @@ async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]):
   if (recordsPods(placement.pods, active))
     await recordPlacement(run, alloc, { ...placement, pods: carriedBy(pods.carrying) });
   podsProblem(pods);
-  return newestToken(pods.carrying);
+  const redo = newestToken(pods.carrying);
+  return { ...(redo && { redo }), pods: view };
 }

@@ -176,7 +176,7 @@ export function podConditions(
   if (counted.length <= 1) return removeCondition(out, GATEWAY_PODS);
   const lacking = [...s.failed, ...notRunningYet(s.found)];
   const on = `on ${s.carrying.length} of ${counted.length} pods: ${s.carrying.map((p) => p.name).join(', ') || '(none)'}`;
-  return setCondition(
+  out = setCondition(
     out,
     lacking.length === 0
       ? { type: GATEWAY_PODS, status: 'True', reason: 'AllPods', message: on }
@@ -188,4 +188,11 @@ export function podConditions(
         },
     now,
   );
+  // Right after Ready, whatever came first: the list reads the same however the EIP got here.
+  const [pods] = out.splice(
+    out.findIndex((c) => c.type === GATEWAY_PODS),
+    1,
+  );
+  out.splice(out.findIndex((c) => c.type === ConditionType.ready) + 1, 0, pods!);
+  return out;
 }
