@@ -21,6 +21,8 @@ import { ConditionType, natOf, setCondition, statusChanges } from './view.js';
 export class Run {
   readonly actions: string[] = [];
   private readonly dialects = new Map<string, Dialect>();
+  /** The gateway each pod spoken to belongs to, by pod uid (its app label tells only under the default prefix). */
+  private readonly gateways = new Map<string, string>();
   constructor(
     readonly inv: Invocation,
     readonly deps: Deps,
@@ -38,14 +40,19 @@ export class Run {
     const how = await runGateway(this.inv, this.deps, pod, call, dialect);
     this.did(`${call.op} ${call.args.join(' ')}${how === 'redone' ? ' (with the gateway redo)' : ''}`);
   }
+  /** Notes that `pod` belongs to gateway `name`, for a later `dialect(pod)` that does not say. */
+  knowGateway(pod: GatewayPod, name: string): void {
+    this.gateways.set(pod.uid, name);
+  }
   /**
    * The dialect a gateway pod is spoken to in (./dialect.ts), chosen once per pod in this invocation.
-   * `gateway`: its VpcNatGateway when the caller has read it.
+   * `gateway`: its VpcNatGateway when the caller has read it; `name`: the gateway's name when the caller knows it
+   * (a pod's app label tells it only under the default name prefix).
    */
-  async dialect(pod: GatewayPod, gateway?: VpcNatGateway | null): Promise<Dialect> {
+  async dialect(pod: GatewayPod, gateway?: VpcNatGateway | null, name?: string): Promise<Dialect> {
     const known = this.dialects.get(pod.uid);
     if (known) return known;
-    const gw = gateway?.metadata.name ?? gatewayOfApp(pod.app);
+    const gw = gateway?.metadata.name ?? name ?? this.gateways.get(pod.uid) ?? gatewayOfApp(pod.app);
     if (!gw) throw new GatewayNotReadyError(`pod ${pod.namespace}/${pod.name} has no gateway app label`);
     const choice = await chooseGatewayDialect(this.deps, gw, pod, 'send', {
       ...(gateway !== undefined && { gateway }),

@@ -29,6 +29,8 @@ const rule = (name: string, direction: 'ingress' | 'egress', rate: string, prior
 
 interface Scenario {
   name: string;
+  /** Run on kube-ovn master's Deployment of this many pods (docs/adr/0105-ha-gateways.md) instead of one pod. */
+  replicas?: number;
   /** Brings a fresh world to the state before the event (with the real, unwrapped ports). */
   setup(w: World): Promise<void>;
   /** The event under test. */
@@ -265,6 +267,68 @@ const scenarios: Scenario[] = [
     },
     sibling: (w) => w.event('update', 'e', 'deletion-requested'),
   },
+  // A replicated gateway of two pods (docs/adr/0105-ha-gateways.md): each pod's exec and the one record of both.
+  {
+    name: 'add on two pods: a fresh EIP with a QoS policy',
+    replicas: 2,
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      eip(w, 'e', { qosPolicy: 'q-both' });
+    },
+    event: (w) => w.event('add', 'e', 'added'),
+    sibling: (w) => w.event('update', 'e', 'resync'),
+  },
+  {
+    name: 'update on two pods: QoS switched from one policy to another',
+    replicas: 2,
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'e', { qosPolicy: 'q-in' });
+      w.cluster.editEipSpec('e', { qosPolicy: 'q-both' });
+    },
+    event: (w) => w.event('update', 'e', 'qos-changed'),
+    sibling: (w) => w.event('update', 'e', 'resync'),
+  },
+  {
+    name: 'update on two pods: one pod restarted, its sweep alone',
+    replicas: 2,
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'e', { qosPolicy: 'q-both' });
+      w.restartContainer(w.pods()[1]);
+    },
+    event: (w) => w.event('update', 'e', 'gateway-restarted', { gateway: GW, pod: w.pods()[1]!.uid }),
+    sibling: (w) => w.event('update', 'other', 'gateway-restarted', { gateway: GW, pod: w.pods()[1]!.uid }),
+  },
+  {
+    name: 'update on two pods: scaled up, the new pod gets the address',
+    replicas: 2,
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'e', { qosPolicy: 'q-in' });
+      w.addReplica();
+      await deliver(w, w.event('update', 'other', 'gateway-restarted', { gateway: GW }));
+    },
+    event: (w) => w.event('update', 'e', 'gateway-restarted', { gateway: GW, pod: w.pods()[2]!.uid }),
+    sibling: (w) => w.event('reset', 'e', 'nat-rule-changed'),
+  },
+  {
+    name: 'update on two pods: deletion requested with one pod gone (finalize)',
+    replicas: 2,
+    async setup(w) {
+      qosPolicies(w);
+      await neighbours(w);
+      await ready(w, 'e', { qosPolicy: 'q-both' });
+      w.deletePod(w.pods()[0]!);
+      w.cluster.deleteEip('e', new Date(w.clock.now()).toISOString());
+    },
+    event: (w) => w.event('update', 'e', 'deletion-requested'),
+    sibling: (w) => w.event('reset', 'e', 'nat-rule-changed'),
+  },
 ];
 
 /**
@@ -278,6 +342,7 @@ const INDEX_LAGS = [0, 10 * LEASE_EXPIRY_MS] as const;
 async function prepared(s: Scenario, indexLagMs = 0) {
   const w = world({ indexLagMs });
   w.cluster.putPod({ ...w.pod(), uid: 'uid-gateway-pod' });
+  if (s.replicas) w.replicas(s.replicas);
   await s.setup(w);
   const event = s.event(w);
   const sibling = s.sibling(w);

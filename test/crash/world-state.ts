@@ -13,7 +13,8 @@ import type { World } from '../support/world.js';
 export function normalized(w: World): unknown {
   const raw = w.snapshot();
   const byText = (a: unknown, b: unknown) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : 1);
-  const snap = { ...raw, net1: [...raw.net1].sort(), tc: [...raw.tc].sort(byText) };
+  const replicas = raw.replicas.map((r) => ({ ...r, net1: [...r.net1].sort(), tc: [...r.tc].sort(byText) }));
+  const snap = { ...raw, net1: [...raw.net1].sort(), tc: [...raw.tc].sort(byText), replicas };
   const now = w.clock.now();
   const leases = [...w.leases.held.values()].filter((l) => l.expiresAt > now).map((l) => l.key);
   let text = JSON.stringify({ ...snap, leases });
@@ -40,15 +41,19 @@ export function invariantViolations(w: World, baselineNet1: readonly string[] = 
   for (const [owner, list] of byOwner)
     if (list.length > 1) problems.push(`duplicate: ${owner} holds ${list.join(', ')}`);
   const claimed = new Set([...w.ipam.allocations.values()].map((a) => a.address));
-  if (w.cluster.pods.size > 0) {
-    const net1 = w.net1().filter((a) => !baselineNet1.includes(a));
-    if (new Set(net1).size !== net1.length) problems.push(`an address is on net1 twice: ${net1.join(', ')}`);
+  // The StatefulSet's pod, or every pod of the Deployment once the gateway runs replicas.
+  const pods = w.pods();
+  for (const pod of pods) {
+    const net1 = w.net1(pod).filter((a) => !baselineNet1.includes(a));
+    if (new Set(net1).size !== net1.length)
+      problems.push(`an address is on ${pod.name}'s net1 twice: ${net1.join(', ')}`);
     for (const cidr of net1) {
       const address = cidr.split('/')[0]!;
-      if (!claimed.has(address)) problems.push(`orphan address ${cidr} on net1 (no allocation claims it)`);
+      if (!claimed.has(address))
+        problems.push(`orphan address ${cidr} on ${pod.name}'s net1 (no allocation claims it)`);
     }
-    for (const f of w.tc())
-      if (!claimed.has(f.ip)) problems.push(`orphan tc ${f.direction} filter for ${f.ip}`);
+    for (const f of w.tc(pod))
+      if (!claimed.has(f.ip)) problems.push(`orphan tc ${f.direction} filter for ${f.ip} on ${pod.name}`);
   }
   for (const e of eips) {
     const ip = e.status?.ip;
@@ -56,8 +61,9 @@ export function invariantViolations(w: World, baselineNet1: readonly string[] = 
     const held = [...w.ipam.allocations.values()].filter((a) => a.owner.uid === e.metadata.uid);
     if (!held.some((a) => a.address === ip))
       problems.push(`${e.metadata.name}: status.ip ${ip} is not allocated to it`);
-    if (e.status?.ready && !w.net1().some((c) => c.startsWith(`${ip}/`)))
-      problems.push(`${e.metadata.name}: Ready but ${ip} is not on net1`);
+    for (const pod of pods.filter((p) => p.phase === 'Running' && !p.terminating))
+      if (e.status?.ready && !w.net1(pod).some((c) => c.startsWith(`${ip}/`)))
+        problems.push(`${e.metadata.name}: Ready but ${ip} is not on ${pod.name}'s net1`);
   }
   return problems;
 }

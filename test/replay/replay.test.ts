@@ -32,7 +32,12 @@ type Change =
   | { kind: 'rule-remove'; eip: Name }
   | { kind: 'pod-recreate' }
   | { kind: 'container-restart' }
-  | { kind: 'delete'; eip: Name };
+  | { kind: 'delete'; eip: Name }
+  // A replicated gateway (kube-ovn master's Deployment, docs/adr/0105-ha-gateways.md): `pick` chooses the pod.
+  | { kind: 'scale-up' }
+  | { kind: 'scale-down'; pick: number }
+  | { kind: 'replica-replace'; pick: number }
+  | { kind: 'replica-restart'; pick: number };
 
 /**
  * A step: a change in the world, the delivery of one pending event (picked by index, maybe kept for later), or a
@@ -55,21 +60,39 @@ const changeArb: fc.Arbitrary<Change> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('container-restart' as const) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), eip: nameArb }) },
 );
-const stepArb: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 2, arbitrary: changeArb },
-  {
-    weight: 3,
-    arbitrary: fc.record({ kind: fc.constant('deliver' as const), pick: fc.nat(), duplicate: fc.boolean() }),
-  },
-  {
-    weight: 2,
-    arbitrary: fc.record({
-      kind: fc.constant('burst' as const),
-      picks: fc.array(fc.record({ pick: fc.nat(), other: fc.boolean() }), { minLength: 2, maxLength: 4 }),
-    }),
-  },
+/** The changes of a gateway run as replicas: the pod changes are a replica's. */
+const replicaChangeArb: fc.Arbitrary<Change> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('create' as const), eip: nameArb, qos: qosArb }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('edit-qos' as const), eip: nameArb, qos: qosArb }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rule-add' as const), eip: nameArb }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('rule-remove' as const), eip: nameArb }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('scale-up' as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('scale-down' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('replica-replace' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('replica-restart' as const), pick: fc.nat() }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), eip: nameArb }) },
 );
-
+const stepsOf = (changes: fc.Arbitrary<Change>): fc.Arbitrary<Step> =>
+  fc.oneof(
+    { weight: 2, arbitrary: changes },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant('deliver' as const),
+        pick: fc.nat(),
+        duplicate: fc.boolean(),
+      }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant('burst' as const),
+        picks: fc.array(fc.record({ pick: fc.nat(), other: fc.boolean() }), { minLength: 2, maxLength: 4 }),
+      }),
+    },
+  );
+const stepArb = stepsOf(changeArb);
+const replicaStepArb = stepsOf(replicaChangeArb);
 /** The policy an EIP binds: the shared one, or its own unshared q1/q2. */
 const policy = (eip: Name, q: (typeof QOS)[number]) => (q === 'q-shared' || !q ? q : `${q}-${eip}`);
 
@@ -82,9 +105,10 @@ const rule = (name: string, direction: 'ingress' | 'egress', rate: string, prior
 });
 
 /** A world, the bridge's view of it (to emit add/delete events as objects appear and go), and a count of allocations. */
-function replayWorld() {
+function replayWorld(replicated = false) {
   const w = world();
   w.cluster.putPod({ ...w.pod(), uid: 'uid-pod-0' });
+  if (replicated) w.replicas(2);
   // Unshared policies are per EIP: two EIPs racing for one is order-dependent by design (one winner), which is
   // pinned elsewhere; here the end state must not depend on the order.
   for (const n of NAMES) {
@@ -199,9 +223,47 @@ function replayWorld() {
           w.cluster.deleteEip(c.eip, new Date(w.clock.now()).toISOString());
           return w.get(c.eip) ? [eventOf('update', w.get(c.eip)!, 'deletion-requested')] : [];
         }
+        default:
+          return replicaChange(w, c);
       }
     },
   };
+}
+
+/**
+ * A change of a replicated gateway's pods, and what the bridge sends for it: a pod that comes up (scaled up, a
+ * replacement, a restart) routes each EIP on the gateway — an update (gateway-restarted) for one with an address, an
+ * add (gateway-ready) for one without, none for one terminating without — naming the pod; a pod that goes routes
+ * nothing (its entry is dropped at the EIP's next write).
+ */
+function replicaChange(w: World, c: Change): EipEvent[] {
+  const pods = w.pods();
+  const nth = (pick: number) => pods[pick % pods.length]!;
+  let up: string | undefined;
+  if (c.kind === 'scale-up' && pods.length < 3) up = w.addReplica().uid;
+  if (c.kind === 'scale-down' && pods.length > 1) w.deletePod(nth(c.pick));
+  if (c.kind === 'replica-replace') {
+    w.deletePod(nth(c.pick));
+    w.clock.advance(1_000);
+    up = w.addReplica().uid;
+  }
+  if (c.kind === 'replica-restart') {
+    const pod = nth(c.pick);
+    w.restartContainer(pod);
+    up = pod.uid;
+  }
+  if (!up) return [];
+  const pod = up;
+  return [...w.cluster.eips.values()].flatMap((e) => {
+    const restarted = !!e.status?.ip;
+    if (!restarted && e.metadata.deletionTimestamp) return [];
+    return [
+      eventOf(restarted ? 'update' : 'add', e, restarted ? 'gateway-restarted' : 'gateway-ready', {
+        gateway: GW,
+        pod,
+      }),
+    ];
+  });
 }
 
 function eventOf(
@@ -321,8 +383,15 @@ function comparable(w: World): unknown {
     v === '' && ['qosPolicy', 'nat', 'redo'].includes(k) ? undefined : v,
   ) as Record<string, unknown[]>;
   // The order in which addresses were added is not part of the state.
-  for (const k of ['allocations', 'net1', 'tc'])
-    state[k] = [...(state[k] ?? [])].sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+  const sorted = (l: unknown[] | undefined) =>
+    [...(l ?? [])].sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+  for (const k of ['allocations', 'net1', 'tc']) state[k] = sorted(state[k]);
+  // Each replica's too.
+  state.replicas = (state.replicas as { net1: unknown[]; tc: unknown[] }[]).map((r) => ({
+    ...r,
+    net1: sorted(r.net1),
+    tc: sorted(r.tc),
+  }));
   return state;
 }
 
@@ -339,77 +408,91 @@ afterAll(() => {
   );
 });
 
+/**
+ * One sequence, twice: in order (every event delivered once, right after the change that caused it) and scrambled;
+ * the scrambled world must end as the in-order one.
+ */
+// biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
+async function checkSequence(steps: readonly Step[], replicated: boolean): Promise<void> {
+  sequences += 1;
+  // In order: every event delivered once, right after the change that caused it.
+  const ref = replayWorld(replicated);
+  for (const s of steps) {
+    if (s.kind === 'deliver' || s.kind === 'burst') continue;
+    let out = ref.apply(s);
+    if ('blocked' in out) {
+      await letGo(ref, [], out.blocked);
+      out = ref.apply(s);
+    }
+    await drain(ref, [...('blocked' in out ? [] : out), ...ref.watch()]);
+  }
+  // Scrambled: events wait in a pool; each deliver step runs one picked at random (maybe leaving a copy).
+  const mix = replayWorld(replicated);
+  const pool: EipEvent[] = [];
+  for (const s of steps) {
+    if (s.kind === 'deliver') {
+      if (pool.length === 0) continue;
+      const i = s.pick % pool.length;
+      const e = pool[i]!;
+      if (!s.duplicate) pool.splice(i, 1);
+      events += 1;
+      if (!(await deliver(mix.w, e)) && s.duplicate === false) pool.push(e);
+    } else if (s.kind === 'burst') {
+      await burst(mix, pool, s.picks);
+    } else {
+      // A user deletes an EIP they have seen handled (whether it holds a finalizer decides whether it goes at
+      // once, so deleting one nobody has looked at yet is a race with a legitimately different end).
+      if (s.kind === 'delete') await handled(mix, pool, s.eip);
+      let out = mix.apply(s);
+      if ('blocked' in out) {
+        await letGo(mix, pool, out.blocked);
+        out = mix.apply(s);
+      }
+      if (!('blocked' in out)) pool.push(...out);
+    }
+    pool.push(...mix.watch());
+  }
+  // Whatever is still pending is delivered late (stale by now), in the order the pool holds it.
+  events += pool.length;
+  await drain(mix, pool);
+
+  // Then the bridge's periodic resync (what also retries an EIP whose blocker went away), in both.
+  await resync(ref);
+  await resync(mix);
+
+  expect(invariantViolations(mix.w)).toEqual([]);
+  expect(comparable(mix.w)).toEqual(comparable(ref.w));
+  expect(mix.allocations()).toBeLessThanOrEqual(ref.allocations());
+  // The Allocations metric counts an EIP getting its address, once: never more than allocations were made.
+  expect(mix.w.metrics.total('Allocations')).toBeLessThanOrEqual(mix.allocations());
+  expect(ref.w.metrics.total('Allocations')).toBe(ref.allocations());
+}
+
+async function property(arb: fc.Arbitrary<Step>, replicated: boolean): Promise<void> {
+  const seed = process.env.EIP_REPLAY_SEED ? Number(process.env.EIP_REPLAY_SEED) : undefined;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(arb, { minLength: 1, maxLength: LONG ? 80 : 40, size: LONG ? 'max' : 'medium' }),
+      (steps) => checkSequence(steps, replicated),
+    ),
+    {
+      numRuns: RUNS,
+      ...(seed !== undefined && { seed }),
+      ...(process.env.EIP_REPLAY_PATH && { path: process.env.EIP_REPLAY_PATH }),
+    },
+  );
+}
+
 describe('replay: duplicated, reordered, delayed and stale events converge', () => {
   if (!LONG)
     console.log('replay: the long randomized run is skipped (set EIP_LONG=1 to run 2,000 sequences)');
 
   it('the world ends as the in-order run, with no extra allocation', async () => {
-    const seed = process.env.EIP_REPLAY_SEED ? Number(process.env.EIP_REPLAY_SEED) : undefined;
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(stepArb, { minLength: 1, maxLength: LONG ? 80 : 40, size: LONG ? 'max' : 'medium' }),
-        // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: a test's own scenario or helper kept in one piece so that it reads as the case it checks
-        async (steps) => {
-          sequences += 1;
-          // In order: every event delivered once, right after the change that caused it.
-          const ref = replayWorld();
-          for (const s of steps) {
-            if (s.kind === 'deliver' || s.kind === 'burst') continue;
-            let out = ref.apply(s);
-            if ('blocked' in out) {
-              await letGo(ref, [], out.blocked);
-              out = ref.apply(s);
-            }
-            await drain(ref, [...('blocked' in out ? [] : out), ...ref.watch()]);
-          }
-          // Scrambled: events wait in a pool; each deliver step runs one picked at random (maybe leaving a copy).
-          const mix = replayWorld();
-          const pool: EipEvent[] = [];
-          for (const s of steps) {
-            if (s.kind === 'deliver') {
-              if (pool.length === 0) continue;
-              const i = s.pick % pool.length;
-              const e = pool[i]!;
-              if (!s.duplicate) pool.splice(i, 1);
-              events += 1;
-              if (!(await deliver(mix.w, e)) && s.duplicate === false) pool.push(e);
-            } else if (s.kind === 'burst') {
-              await burst(mix, pool, s.picks);
-            } else {
-              // A user deletes an EIP they have seen handled (whether it holds a finalizer decides whether it goes at
-              // once, so deleting one nobody has looked at yet is a race with a legitimately different end).
-              if (s.kind === 'delete') await handled(mix, pool, s.eip);
-              let out = mix.apply(s);
-              if ('blocked' in out) {
-                await letGo(mix, pool, out.blocked);
-                out = mix.apply(s);
-              }
-              if (!('blocked' in out)) pool.push(...out);
-            }
-            pool.push(...mix.watch());
-          }
-          // Whatever is still pending is delivered late (stale by now), in the order the pool holds it.
-          events += pool.length;
-          await drain(mix, pool);
+    await property(stepArb, false);
+  }, 600_000);
 
-          // Then the bridge's periodic resync (what also retries an EIP whose blocker went away), in both.
-          await resync(ref);
-          await resync(mix);
-
-          expect(invariantViolations(mix.w)).toEqual([]);
-          expect(comparable(mix.w)).toEqual(comparable(ref.w));
-          expect(mix.allocations()).toBeLessThanOrEqual(ref.allocations());
-          // The Allocations metric counts an EIP getting its address, once: never more than allocations were made.
-          expect(mix.w.metrics.total('Allocations')).toBeLessThanOrEqual(mix.allocations());
-          expect(ref.w.metrics.total('Allocations')).toBe(ref.allocations());
-        },
-      ),
-      {
-        numRuns: RUNS,
-        ...(seed !== undefined && { seed }),
-        ...(process.env.EIP_REPLAY_PATH && { path: process.env.EIP_REPLAY_PATH }),
-      },
-    );
+  it('on a gateway of replicas (scaled up and down, a replica replaced or restarted), the same', async () => {
+    await property(replicaStepArb, true);
   }, 600_000);
 });
 
