@@ -14,12 +14,13 @@ import { ConditionType, setCondition, statusChanges } from '../core/view.js';
 import { poolsOf } from '../domain/addressing.js';
 import { eipDel, qosRemove } from '../domain/dialect/index.js';
 import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
-import { externalNetworkOf, type GatewayPod, type IptablesEip } from '../domain/kube-ovn.js';
+import { externalNetworkOf, type IptablesEip } from '../domain/kube-ovn.js';
 import type { Reason } from '../events.js';
 import type { Deps, Pool } from '../ports.js';
 import { type GatewayInspector, type GatewayState, inspectGateway } from './inspect.js';
 import { repairLeaks } from './leaks.js';
-import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift, gatewayOfPod } from './model.js';
+import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift } from './model.js';
+import { findPodSets, notReadable, podAgain } from './pods.js';
 import type { AddressRecord, AuditStore } from './ports.js';
 import { repairFilters } from './strip.js';
 
@@ -69,43 +70,47 @@ export async function runAudit(deps: AuditDeps, options: RunAuditOptions = {}): 
 export async function takeSnapshot(
   deps: AuditDeps,
   options: RunAuditOptions = {},
-): Promise<{ snapshot: AuditSnapshot; podOf: Map<string, GatewayPod> }> {
+): Promise<{ snapshot: AuditSnapshot }> {
   const pods = await deps.cluster.listGatewayPods();
-  const podOf = new Map<string, GatewayPod>();
+  // Which gateways, and in which namespaces: from their pods and the EIPs naming them (read again below).
+  const { sets, gateways: specs } = await findPodSets(deps, pods, await deps.cluster.listEips());
   const unreadable: AuditSnapshot['unreadable'] = [];
-  for (const pod of pods) {
-    const gw = gatewayOfPod(pod);
-    if (!gw) continue;
-    if (podOf.has(gw)) {
-      unreadable.push({ gateway: gw, pod: pod.name, error: 'more than one pod for this gateway' });
-      continue;
-    }
-    podOf.set(gw, pod);
-  }
-  // 1. Gateways first: whatever is on a net1 now was allocated before the table is read below.
+  // 1. Gateways first, every active pod of each: whatever is on a net1 now was allocated before the table is read.
   const gateways: GatewayState[] = [];
-  const queue = [...podOf.entries()].filter(([gw]) => !unreadable.some((u) => u.gateway === gw));
+  const queue = sets.flatMap((set) => set.pods.filter((p) => !p.terminating).map((pod) => ({ set, pod })));
   const worker = async (): Promise<void> => {
     for (let next = queue.shift(); next; next = queue.shift()) {
-      const [gw, pod] = next;
-      if (pod.phase !== 'Running' || pod.container?.ready === false) {
-        unreadable.push({ gateway: gw, pod: pod.name, error: `pod is not running (phase ${pod.phase})` });
+      const { set, pod } = next;
+      const gw = set.gateway;
+      const named = { gateway: gw, pod: `${pod.namespace}/${pod.name}`, podUid: pod.uid, scope: set.scope };
+      const why = notReadable(pod);
+      if (why) {
+        unreadable.push({ ...named, error: why });
         continue;
       }
       try {
-        const state = await inspectGateway(deps, gw, pod, deps.clock.now, options.signal);
+        const state = await inspectGateway(deps, gw, pod, deps.clock.now, options.signal, set.scope);
         gateways.push(state);
         options.progress?.(
           `read gateway ${gw} (pod ${state.pod}): ${state.addresses.length} addresses, ${state.filters.length} tc filters`,
         );
       } catch (e) {
-        unreadable.push({ gateway: gw, pod: pod.name, error: (e as Error).message });
-        options.progress?.(`could not read gateway ${gw}: ${(e as Error).message}`);
+        unreadable.push({ ...named, error: (e as Error).message });
+        options.progress?.(`could not read gateway ${gw} (pod ${named.pod}): ${(e as Error).message}`);
       }
     }
   };
   await Promise.all(Array.from({ length: INSPECT_CONCURRENCY }, worker));
-  gateways.sort((a, b) => (a.gateway < b.gateway ? -1 : 1));
+  gateways.sort((a, b) =>
+    a.gateway !== b.gateway ? (a.gateway < b.gateway ? -1 : 1) : a.pod < b.pod ? -1 : 1,
+  );
+  unreadable.sort((a, b) => (`${a.gateway} ${a.pod}` < `${b.gateway} ${b.pod}` ? -1 : 1));
+  // Every pod found counts as a gateway pod (its own addresses, its reservation), read or not.
+  const known = new Set(pods.map((p) => p.uid));
+  const allPods = [
+    ...pods,
+    ...sets.flatMap((x) => x.pods).filter((p) => !known.has(p.uid) && known.add(p.uid)),
+  ];
 
   // 2. Then the cluster and the table.
   const eips = await deps.cluster.listEips();
@@ -135,8 +140,8 @@ export async function takeSnapshot(
     }
     return subnetPools.get(name)!;
   };
-  for (const gw of podOf.keys()) {
-    const gateway = await deps.cluster.getVpcNatGateway(gw);
+  for (const gw of new Set(sets.map((x) => x.gateway))) {
+    const gateway = specs.get(gw);
     const names = gateway?.spec.externalSubnets?.length
       ? gateway.spec.externalSubnets
       : [externalNetworkOf({ spec: {} })];
@@ -145,40 +150,42 @@ export async function takeSnapshot(
   return {
     snapshot: {
       now: deps.clock.now(),
-      pods,
+      pods: allPods,
       gateways,
       unreadable,
+      gatewayNamespaces: Object.fromEntries([...specs].map(([gw, g]) => [gw, g?.spec.namespace ?? ''])),
+      ...(deps.kubeOvnRelease !== undefined && { release: deps.kubeOvnRelease }),
       eips,
       allocations,
       leases,
       qos,
       pools,
     },
-    podOf,
   };
 }
 
-/** A missing address may have been added since its gateway was read: read those gateways again. */
+/** A missing address may have been added since its pod was read: read those pods again. */
 async function confirmMissing(
   deps: AuditDeps,
   snapshot: AuditSnapshot,
   drift: Drift[],
   signal?: AbortSignal,
 ): Promise<Drift[]> {
-  const gws = new Set(drift.filter((d) => d.kind === 'missing-address').map((d) => d.gateway!));
-  if (gws.size === 0) return drift;
+  const missing = drift.filter((d) => d.kind === 'missing-address' && d.podUid);
+  if (missing.length === 0) return drift;
   const now = new Map<string, Set<string>>();
-  for (const gw of gws) {
-    const pod = snapshot.pods.find((p) => gatewayOfPod(p) === gw);
-    if (!pod) continue;
+  for (const uid of new Set(missing.map((d) => d.podUid!))) {
+    const pod = snapshot.pods.find((p) => p.uid === uid);
+    const read = snapshot.gateways.find((g) => g.podUid === uid);
+    if (!pod || !read) continue;
     try {
-      const state = await inspectGateway(deps, gw, pod, deps.clock.now, signal);
-      now.set(gw, new Set(state.addresses.map((a) => a.address)));
+      const state = await inspectGateway(deps, read.gateway, pod, deps.clock.now, signal, read.scope);
+      now.set(uid, new Set(state.addresses.map((a) => a.address)));
     } catch {
       // keep the finding: the first read is all there is
     }
   }
-  return drift.filter((d) => d.kind !== 'missing-address' || !now.get(d.gateway!)?.has(d.address!));
+  return drift.filter((d) => d.kind !== 'missing-address' || !now.get(d.podUid ?? '')?.has(d.address!));
 }
 
 // ------------------------------------------------------------------------------------------- repair
@@ -339,16 +346,20 @@ async function repairOrphans(
 ): Promise<void> {
   const now = deps.clock.now();
   const orphans = report.drift.filter((d) => d.kind === 'orphan-address' && d.repair === 'remove-orphan');
-  const pods = await deps.cluster.listGatewayPods();
-  for (const g of report.gateways) {
-    const seen = await deps.store.sightings(g.gateway);
-    const current = orphans.filter((d) => d.gateway === g.gateway);
+  // Sightings are kept per gateway and address: the first pod seen with it starts the clock for all of them.
+  for (const gateway of new Set(report.gateways.map((g) => g.gateway))) {
+    const seen = await deps.store.sightings(gateway);
+    const current = orphans.filter((d) => d.gateway === gateway);
     // Sightings of addresses that are no longer orphans are forgotten, so a later orphan starts its own clock.
-    if (!o.dry)
-      for (const address of seen.keys())
-        if (!current.some((d) => d.address === address)) await deps.store.forgetSighting(g.gateway, address);
-    const pod = pods.find((p) => gatewayOfPod(p) === g.gateway);
-    for (const d of current) await repairOrphan(deps, { gateway: g.gateway, pod, seen, now }, d, o);
+    const gone = [...seen.keys()].filter((address) => !current.some((d) => d.address === address));
+    if (!o.dry) for (const address of gone) await deps.store.forgetSighting(gateway, address);
+    // An address removed from every pod that had it is forgotten (one still on a replica keeps its first sighting).
+    const left = new Set<string>();
+    const removed = new Set<string>();
+    for (const d of current)
+      ((await repairOrphan(deps, { gateway, seen, now }, d, o)) ? removed : left).add(d.address!);
+    for (const address of [...removed].filter((a) => !left.has(a)))
+      await deps.store.forgetSighting(gateway, address);
   }
 }
 
@@ -360,52 +371,57 @@ function orphanEvidence(record: AddressRecord, firstSeen: number | undefined, no
   return undefined;
 }
 
-/** One orphan address on gateway `at.gateway`: skipped when claimed meanwhile, waiting, or removed. */
+/** One orphan address on one pod of gateway `at.gateway`: skipped when claimed meanwhile, waiting, or removed there. */
 async function repairOrphan(
   deps: AuditDeps,
-  at: { gateway: string; pod: GatewayPod | undefined; seen: Map<string, number>; now: number },
+  at: { gateway: string; seen: Map<string, number>; now: number },
   d: Drift,
   o: { dry: boolean; grace: number; note: Note },
-): Promise<void> {
-  const { gateway, pod, seen, now } = at;
+): Promise<boolean> {
+  const { gateway, seen, now } = at;
   const address = d.address!;
-  const target = `${address}/${d.prefix} on ${gateway}`;
+  const target = `${address}/${d.prefix} on ${gateway}${d.pod ? ` (pod ${d.pod})` : ''}`;
   const orphan = (a: Omit<RepairAction, 'kind' | 'target'>) =>
     o.note({ kind: 'orphan-address', target, ...a });
   const record = await deps.store.addressRecord(d.subnet!, address);
   if (record.state === 'held') {
     orphan({ action: 'remove', result: 'skipped', detail: 'claimed since the audit read the table' });
-    return;
+    return false;
   }
   // With no grace at all (an operator's explicit choice), this sighting is enough.
   const firstSeen = seen.get(address) ?? (o.grace === 0 ? now : undefined);
   const evidence = orphanEvidence(record, firstSeen, now, o.grace);
   if (!evidence) {
-    if (!o.dry && firstSeen === undefined) await deps.store.recordSighting(gateway, address, now);
+    if (!o.dry && firstSeen === undefined) {
+      await deps.store.recordSighting(gateway, address, now);
+      seen.set(address, now); // the same address on another replica: the same first sighting
+    }
     const since = firstSeen ?? now;
     orphan({
       action: 'remove',
       result: 'waiting',
       detail: `first seen ${ago(now - since)} ago, grace ${ago(o.grace)}: removable by an audit ${ago(since + o.grace - now)} from now or later`,
     });
-    return;
+    return false;
   }
   const action = 'remove (eip-del, QoS deletions)';
   if (o.dry) {
     orphan({ action, result: 'planned', detail: evidence });
-    return;
+    return false;
   }
   try {
-    if (!pod) throw new GatewayNotReadyError(`gateway ${gateway} has no pod`);
+    const pod = await podAgain(deps, gateway, d.pod, d.podUid);
+    if (!pod) throw new GatewayNotReadyError(`pod ${d.pod} of gateway ${gateway} is gone or terminating`);
     const { dialect } = await chooseGatewayDialect(deps, gateway, pod, 'send');
     // Through the container's gateway batching, under the pod's gateway lease like every exec (ADR 0110).
     const inv = invocation(deps, address, `orphan:${address}`, 'manual');
     for (const call of [eipDel(dialect, { address, prefix: d.prefix! }), ...qosRemove(dialect, address)])
       await batcherOf(deps).exec(inv, pod, call, dialect);
-    await deps.store.forgetSighting(gateway, address);
     orphan({ action, result: 'done', detail: evidence });
+    return true;
   } catch (e) {
     orphan({ action: 'remove', result: 'failed', detail: (e as Error).message });
+    return false;
   }
 }
 
