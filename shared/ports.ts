@@ -54,6 +54,23 @@ export interface Placement {
    * qos label are put back from it when edited by hand (ADR 0086).
    */
   qos?: string;
+  /**
+   * The namespace the gateway's pods were in when the address was placed (docs/adr/0105-ha-gateways.md): clean-up
+   * looks there even after the gateway's `spec.namespace` changed. Undefined: the adapter's own namespace.
+   */
+  namespace?: string;
+  /**
+   * The pods that carry the address, by pod uid, each with the redo token of the container run it was configured in
+   * (ADR 0003's token of that pod). Undefined: unknown (any active pod may carry it; a single-pod gateway records
+   * none, status.redo is its token). Replaced whole by `Ipam.place`.
+   */
+  pods?: Record<string, PlacedPod>;
+}
+
+/** One gateway pod that carries a placed address: its name, and the token of the run it was configured in. */
+export interface PlacedPod {
+  name: string;
+  token: string;
 }
 
 export interface Allocation {
@@ -137,6 +154,12 @@ export interface Ipam {
    * nothing) when the owner no longer holds the address.
    */
   place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean>;
+  /**
+   * Hands `fromUid`'s address to `to` in one conditional write (only while `fromUid` holds it; false and nothing
+   * changes otherwise). The placement is dropped: the new holder is a gateway pod's reservation (`pod:<uid>`) that
+   * keeps an address a pod may still carry out of the pool until the pod is gone (docs/adr/0105-ha-gateways.md).
+   */
+  transfer(subnet: string, address: string, fromUid: string, to: Owner): Promise<boolean>;
   /**
    * The allocations held at `addresses` of `subnet`'s IPv4 pool, by address (strongly consistent; a free or unknown
    * address is absent). Optional: a gateway's redo checks with it that each address it re-adds is held where it is

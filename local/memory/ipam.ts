@@ -199,7 +199,24 @@ export class MemoryIpam implements Ipam {
     const k = keyOf(subnet, canonicalAddress(address));
     const held = this.allocations.get(k);
     if (!held || held.owner.uid !== ownerUid) return false;
-    this.allocations.set(k, { ...held, placement: { ...placement } });
+    this.allocations.set(k, { ...held, placement: copyPlacement(placement) });
+    return true;
+  }
+
+  async transfer(subnet: string, address: string, fromUid: string, to: Owner): Promise<boolean> {
+    const k = keyOf(subnet, canonicalAddress(address));
+    const held = this.allocations.get(k);
+    if (!held || !fromUid || held.owner.uid !== fromUid) return false;
+    this.allocations.set(k, {
+      subnet: held.subnet,
+      family: held.family,
+      address: held.address,
+      owner: { ...to },
+    });
+    this.claimedAt.set(k, this.now());
+    this.byAny.delete(k);
+    if (this.options.indexLagMs)
+      this.indexedAt.set(k, (this.options.clock?.now() ?? Date.now()) + this.options.indexLagMs);
     return true;
   }
 
@@ -213,7 +230,7 @@ export class MemoryIpam implements Ipam {
         out.set(address, {
           ...held,
           owner: { ...held.owner },
-          ...(held.placement && { placement: { ...held.placement } }),
+          ...(held.placement && { placement: copyPlacement(held.placement) }),
         });
     }
     return out;
@@ -235,7 +252,8 @@ export class MemoryIpam implements Ipam {
       family: pool.family,
       address,
       owner: { ...owner },
-      ...(placement && { placement: { ...placement } }),
+      // A claim records no pods (a claim precedes every exec, ADR 0041), as the DynamoDB adapter's.
+      ...(placement && { placement: copyPlacement({ ...placement, pods: undefined }) }),
     };
     const k = keyOf(pool.subnet, address);
     this.allocations.set(k, a);
@@ -255,4 +273,13 @@ function canonicalAddressOrSelf(address: string): string {
   } catch {
     return address;
   }
+}
+
+/** A placement copied deep enough that the caller's later changes do not reach the store (its pods map too). */
+function copyPlacement(p: Placement): Placement {
+  const { pods, ...rest } = p;
+  return {
+    ...rest,
+    ...(pods && { pods: Object.fromEntries(Object.entries(pods).map(([uid, e]) => [uid, { ...e }])) }),
+  };
 }

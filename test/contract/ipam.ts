@@ -292,6 +292,70 @@ export function describeIpamContract(name: string, make: SubjectFactory): void {
         expect(plain.placement).toBeUndefined();
       });
 
+      it('records the namespace and the pods of a placement, replaces them whole, and a claim records no pods', async () => {
+        const { ipam } = await fresh();
+        const pods = {
+          'u-a': { name: 'vpc-nat-gw-gw1-a', token: 't1' },
+          'u-b': { name: 'vpc-nat-gw-gw1-b', token: 't2' },
+        };
+        const full = { gateway: 'gw1', prefix: 24, qos: 'q1', namespace: 'ns1', pods };
+        // A claim keeps the namespace and drops the pods: it precedes every exec.
+        const a = await ipam.claimAddress(v4, '10.0.0.7', owner(1), full);
+        expect(a.placement).toEqual({ gateway: 'gw1', prefix: 24, qos: 'q1', namespace: 'ns1' });
+        const b = await ipam.claimAny(v4, owner(2), full, { firstAttempt: true });
+        expect(b.placement?.pods).toBeUndefined();
+        expect(b.placement?.namespace).toBe('ns1');
+        // place writes them; the caller's later edits of its map do not reach the record
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', full)).toBe(true);
+        pods['u-a'].token = 'changed';
+        expect((await ipam.findByOwner('uid-1'))[0]?.placement).toEqual({
+          ...full,
+          pods: {
+            'u-a': { name: 'vpc-nat-gw-gw1-a', token: 't1' },
+            'u-b': { name: 'vpc-nat-gw-gw1-b', token: 't2' },
+          },
+        });
+        // replaced whole: an entry dropped is gone, and a placement without pods or namespace removes them
+        const one = { 'u-b': { name: 'vpc-nat-gw-gw1-b', token: 't3' } };
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', { ...full, pods: one })).toBe(true);
+        expect((await ipam.findByOwner('uid-1'))[0]?.placement?.pods).toEqual(one);
+        if (ipam.heldAt)
+          expect((await ipam.heldAt('ext', ['10.0.0.7'])).get('10.0.0.7')?.placement?.pods).toEqual(one);
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', { gateway: 'gw1', prefix: 24 })).toBe(true);
+        expect((await ipam.findByOwner('uid-1'))[0]?.placement).toEqual({ gateway: 'gw1', prefix: 24 });
+        // an empty map is a record too (every pod gone), not "unknown"
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', { gateway: 'gw1', prefix: 24, pods: {} })).toBe(
+          true,
+        );
+        expect((await ipam.findByOwner('uid-1'))[0]?.placement).toEqual({
+          gateway: 'gw1',
+          prefix: 24,
+          pods: {},
+        });
+      });
+
+      it('transfers an address to another owner only from its holder, without its placement', async () => {
+        const { ipam } = await fresh();
+        const placed = { gateway: 'gw1', prefix: 24, qos: '', namespace: 'ns1' };
+        await ipam.claimAddress(v4, '10.0.0.7', owner(1), placed);
+        const pod = { uid: 'pod:u-a', name: 'ns1/vpc-nat-gw-gw1-a' };
+        expect(await ipam.transfer('ext', '10.0.0.7', 'uid-2', pod)).toBe(false);
+        expect(await ipam.transfer('ext', '10.0.0.9', 'uid-1', pod)).toBe(false);
+        expect(await ipam.transfer('ext', '10.0.0.7', 'uid-1', pod)).toBe(true);
+        expect(await ipam.findByOwner('uid-1', [{ subnet: 'ext', addresses: ['10.0.0.7'] }])).toEqual([]);
+        const now = await ipam.findByOwner('pod:u-a', [{ subnet: 'ext', addresses: ['10.0.0.7'] }]);
+        expect(now).toEqual([{ subnet: 'ext', family: 4, address: '10.0.0.7', owner: pod }]);
+        // the old holder can neither release nor place it; the new one releases it
+        expect(await ipam.release('ext', '10.0.0.7', 'uid-1')).toBe(false);
+        expect(await ipam.place('ext', '10.0.0.7', 'uid-1', placed)).toBe(false);
+        expect(await ipam.transfer('ext', '10.0.0.7', 'uid-1', owner(3))).toBe(false);
+        await expect(ipam.claimAddress(v4, '10.0.0.7', owner(4))).rejects.toBeInstanceOf(
+          AddressConflictError,
+        );
+        expect(await ipam.release('ext', '10.0.0.7', 'pod:u-a')).toBe(true);
+        expect((await ipam.claimAddress(v4, '10.0.0.7', owner(4))).owner.uid).toBe('uid-4');
+      });
+
       it('tells who holds given addresses, with their placement, and leaves out free, released and malformed ones', async () => {
         const { ipam } = await fresh();
         if (!ipam.heldAt) return void expect(ipam.heldAt).toBeUndefined();

@@ -5,14 +5,19 @@
  * (claimAddress) as one upsert, and the placement of a held address. claim.ts decides which to try.
  */
 import { randomUUID } from 'node:crypto';
-import { PutItemCommand, UpdateItemCommand, type UpdateItemCommandOutput } from '@aws-sdk/client-dynamodb';
+import {
+  type AttributeValue,
+  PutItemCommand,
+  UpdateItemCommand,
+  type UpdateItemCommandOutput,
+} from '@aws-sdk/client-dynamodb';
 import { assertClaimable, formatAddress, parseAddress } from '../../domain/addressing.js';
 import { AddressConflictError, ConflictError, InvalidSpecError } from '../../domain/errors.js';
 import type { Allocation, Clock, Metrics, Owner, Placement, Pool } from '../../ports.js';
 import type { ClaimStats } from './ipam.js';
 import { type Claimant, getItem, type Item, key, names, placementAttributes, toAllocation } from './items.js';
 import { addressSk, type HomeBlock, type PoolGeometry, pointerSk, poolPk } from './layout.js';
-import { qosValue } from './placement.js';
+import { claimedPlacement, podsValue, qosValue } from './placement.js';
 import type { Store } from './store.js';
 
 export class ClaimWrites {
@@ -66,10 +71,12 @@ export class ClaimWrites {
     };
     if (pointerKey) values[':ptr'] = { S: pointerKey };
     const placed = owner.placement;
+    const ns = placed?.namespace;
     if (placed) {
       values[':gw'] = { S: placed.gateway };
       values[':prefix'] = { N: String(placed.prefix) };
     }
+    if (ns !== undefined) values[':ns'] = { S: ns };
     const r = await this.store.sendConditional<UpdateItemCommandOutput>(
       new UpdateItemCommand({
         TableName: this.store.tableName,
@@ -78,6 +85,7 @@ export class ClaimWrites {
           'SET #ownerUid = :uid, #ownerName = :name, #claimId = :cid, #claimedAt = :now' +
           (pointerKey ? ', #pointerSk = :ptr' : '') +
           (placed ? ', #placedGateway = :gw, #placedPrefix = :prefix' : '') +
+          (ns !== undefined ? ', #placedNamespace = :ns' : '') +
           ' REMOVE #freePool, #releasedAt',
         ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(#ownerUid)',
         ExpressionAttributeNames: names(
@@ -89,6 +97,7 @@ export class ClaimWrites {
           'releasedAt',
           ...(pointerKey ? ['pointerSk'] : []),
           ...(placed ? ['placedGateway', 'placedPrefix'] : []),
+          ...(ns !== undefined ? ['placedNamespace'] : []),
         ),
         ExpressionAttributeValues: values,
         ReturnValues: 'ALL_NEW',
@@ -214,27 +223,86 @@ export class ClaimWrites {
 
   /**
    * One conditional UpdateItem on the address item: the placement is written only while `ownerUid` holds it, and
-   * replaces the one recorded (a placement without `qos` removes a recorded policy: not known any more).
+   * replaces the one recorded (a placement without `qos`, `namespace` or `pods` removes what was recorded of it).
    */
   async place(subnet: string, address: string, ownerUid: string, placement: Placement): Promise<boolean> {
     const p = parseAddress(address);
     if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
     if (!ownerUid) return false;
-    const qos = placement.qos;
+    const { qos, namespace, pods } = placement;
+    const set = ['#placedGateway = :gw', '#placedPrefix = :prefix'];
+    const remove: string[] = [];
+    const values: Item = {
+      ':gw': { S: placement.gateway },
+      ':prefix': { N: String(placement.prefix) },
+      ':uid': { S: ownerUid },
+    };
+    const optional: [string, string, AttributeValue | undefined][] = [
+      ['placedQos', ':qos', qos === undefined ? undefined : qosValue(qos)],
+      ['placedNamespace', ':ns', namespace === undefined ? undefined : { S: namespace }],
+      ['placedPods', ':pods', pods === undefined ? undefined : podsValue(pods)],
+    ];
+    for (const [attr, ref, value] of optional) {
+      if (value === undefined) remove.push(`#${attr}`);
+      else {
+        set.push(`#${attr} = ${ref}`);
+        values[ref] = value;
+      }
+    }
+    const r = await this.store.sendConditional<UpdateItemCommandOutput>(
+      new UpdateItemCommand({
+        TableName: this.store.tableName,
+        Key: key(poolPk(subnet, p.family), addressSk(p.family, p.value)),
+        UpdateExpression: `SET ${set.join(', ')}${remove.length ? ` REMOVE ${remove.join(', ')}` : ''}`,
+        ConditionExpression: '#ownerUid = :uid',
+        ExpressionAttributeNames: names(
+          'placedGateway',
+          'placedPrefix',
+          'placedQos',
+          'placedNamespace',
+          'placedPods',
+          'ownerUid',
+        ),
+        ExpressionAttributeValues: values,
+      }),
+    );
+    return r.ok;
+  }
+
+  /**
+   * One conditional UpdateItem `IF ownerUid = :from`: the address changes holder (a new claim id and time, so that a
+   * collector that read the old claim cannot release the new one), and its placement and home pointer go.
+   */
+  async transfer(subnet: string, address: string, fromUid: string, to: Owner): Promise<boolean> {
+    const p = parseAddress(address);
+    if (!p) throw new InvalidSpecError(`invalid IP address "${address}"`);
+    if (!fromUid || !to.uid) return false;
     const r = await this.store.sendConditional<UpdateItemCommandOutput>(
       new UpdateItemCommand({
         TableName: this.store.tableName,
         Key: key(poolPk(subnet, p.family), addressSk(p.family, p.value)),
         UpdateExpression:
-          'SET #placedGateway = :gw, #placedPrefix = :prefix' +
-          (qos === undefined ? ' REMOVE #placedQos' : ', #placedQos = :qos'),
-        ConditionExpression: '#ownerUid = :uid',
-        ExpressionAttributeNames: names('placedGateway', 'placedPrefix', 'placedQos', 'ownerUid'),
+          'SET #ownerUid = :to, #ownerName = :name, #claimId = :cid, #claimedAt = :now ' +
+          'REMOVE #placedGateway, #placedPrefix, #placedQos, #placedNamespace, #placedPods, #pointerSk',
+        ConditionExpression: '#ownerUid = :from',
+        ExpressionAttributeNames: names(
+          'ownerUid',
+          'ownerName',
+          'claimId',
+          'claimedAt',
+          'placedGateway',
+          'placedPrefix',
+          'placedQos',
+          'placedNamespace',
+          'placedPods',
+          'pointerSk',
+        ),
         ExpressionAttributeValues: {
-          ':gw': { S: placement.gateway },
-          ':prefix': { N: String(placement.prefix) },
-          ':uid': { S: ownerUid },
-          ...(qos !== undefined && { ':qos': qosValue(qos) }),
+          ':to': { S: to.uid },
+          ':name': { S: to.name },
+          ':cid': { S: randomUUID() },
+          ':now': { N: String(this.clock.now()) },
+          ':from': { S: fromUid },
         },
       }),
     );
@@ -261,7 +329,7 @@ export class ClaimWrites {
       claimId: { S: randomUUID() },
       claimedAt: { N: String(this.clock.now()) },
       ...(pointerKey && { pointerSk: { S: pointerKey } }),
-      ...placementAttributes(owner.placement),
+      ...placementAttributes(claimedPlacement(owner.placement)),
     };
   }
 }
@@ -273,16 +341,23 @@ function placementUpdate(placement: Placement | undefined): {
   values: Item;
 } {
   if (!placement) return { set: '', names: [], values: {} };
-  const qos = placement.qos;
+  const { qos, namespace } = placement;
   return {
     set:
       ', #placedGateway = if_not_exists(#placedGateway, :gw), #placedPrefix = if_not_exists(#placedPrefix, :prefix)' +
-      (qos === undefined ? '' : ', #placedQos = if_not_exists(#placedQos, :qos)'),
-    names: ['placedGateway', 'placedPrefix', ...(qos === undefined ? [] : ['placedQos'])],
+      (qos === undefined ? '' : ', #placedQos = if_not_exists(#placedQos, :qos)') +
+      (namespace === undefined ? '' : ', #placedNamespace = if_not_exists(#placedNamespace, :ns)'),
+    names: [
+      'placedGateway',
+      'placedPrefix',
+      ...(qos === undefined ? [] : ['placedQos']),
+      ...(namespace === undefined ? [] : ['placedNamespace']),
+    ],
     values: {
       ':gw': { S: placement.gateway },
       ':prefix': { N: String(placement.prefix) },
       ...(qos !== undefined && { ':qos': qosValue(qos) }),
+      ...(namespace !== undefined && { ':ns': { S: namespace } }),
     },
   };
 }

@@ -200,6 +200,11 @@ export class DynamoIpam implements Ipam {
     return this.writes.place(subnet, address, ownerUid, placement);
   }
 
+  /** One conditional UpdateItem `IF ownerUid = :from` (claim-writes.ts). */
+  transfer(subnet: string, address: string, fromUid: string, to: Owner): Promise<boolean> {
+    return this.writes.transfer(subnet, address, fromUid, to);
+  }
+
   // ------------------------------------------------------------------ lookups, releases, collection
 
   /** Consistent BatchGetItem of the address items (held-at.ts). */

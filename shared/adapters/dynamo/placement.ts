@@ -1,11 +1,13 @@
 /**
  * How a placement is stored on a held address item (README.md next to this file): `placedGateway` (S),
  * `placedPrefix` (N) and `placedQos` — the QoS policy the gateway polices the address with, S for a policy, NULL for
- * none (DynamoDB local and dynalite refuse an empty string), absent when not recorded (ADR 0086). Shared by the IPAM
- * adapter, which writes them, and the audit's store, which reads them.
+ * none (DynamoDB local and dynalite refuse an empty string), absent when not recorded (ADR 0086); `placedNamespace`
+ * (S) and `placedPods` (M: pod uid → M `{ n: S name, t: S redo token }`), the pods that carry the address on a
+ * replicated gateway (docs/adr/0105-ha-gateways.md), absent when not recorded. Shared by the IPAM adapter, which
+ * writes them, and the audit's store, which reads them.
  */
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
-import type { Placement } from '../../ports.js';
+import type { PlacedPod, Placement } from '../../ports.js';
 
 type Item = Record<string, AttributeValue>;
 
@@ -21,7 +23,41 @@ export function placementAttributes(p: Placement | undefined): Item {
     placedGateway: { S: p.gateway },
     placedPrefix: { N: String(p.prefix) },
     ...(p.qos !== undefined && { placedQos: qosValue(p.qos) }),
+    ...(p.namespace !== undefined && { placedNamespace: { S: p.namespace } }),
+    ...(p.pods !== undefined && { placedPods: podsValue(p.pods) }),
   };
+}
+
+/** What a claim records of a placement: all but `pods` (a claim precedes every exec, ADR 0041). */
+export function claimedPlacement(p: Placement | undefined): Placement | undefined {
+  if (!p?.pods) return p;
+  const { gateway, prefix, qos, namespace } = p;
+  return {
+    gateway,
+    prefix,
+    ...(qos !== undefined && { qos }),
+    ...(namespace !== undefined && { namespace }),
+  };
+}
+
+/** How `placedPods` stores the pods that carry an address. */
+export function podsValue(pods: Record<string, PlacedPod>): AttributeValue {
+  return {
+    M: Object.fromEntries(
+      Object.entries(pods).map(([uid, p]) => [uid, { M: { n: { S: p.name }, t: { S: p.token } } }]),
+    ),
+  };
+}
+
+function podsOf(v: AttributeValue | undefined): Record<string, PlacedPod> | undefined {
+  if (!v?.M) return undefined;
+  const out: Record<string, PlacedPod> = {};
+  for (const [uid, e] of Object.entries(v.M)) {
+    const name = e.M?.n?.S;
+    const token = e.M?.t?.S;
+    if (name !== undefined && token !== undefined) out[uid] = { name, token };
+  }
+  return out;
 }
 
 /** The placement an item records, if any. */
@@ -29,9 +65,13 @@ export function placementOfItem(it: Item): Placement | undefined {
   if (!it.placedGateway?.S || !it.placedPrefix?.N) return undefined;
   const q = it.placedQos;
   const qos = q?.S !== undefined ? q.S : q?.NULL ? '' : undefined;
+  const namespace = it.placedNamespace?.S;
+  const pods = podsOf(it.placedPods);
   return {
     gateway: it.placedGateway.S,
     prefix: Number(it.placedPrefix.N),
     ...(qos !== undefined && { qos }),
+    ...(namespace !== undefined && { namespace }),
+    ...(pods !== undefined && { pods }),
   };
 }

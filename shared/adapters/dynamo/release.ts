@@ -127,7 +127,8 @@ export class Releases {
         Key: key(pk, sk),
         UpdateExpression:
           'SET #freePool = :pk, #releasedAt = :now, #lastOwnerUid = :uid ' +
-          'REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, #placedGateway, #placedPrefix, #placedQos, #pointerSk',
+          'REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, #placedGateway, #placedPrefix, #placedQos, ' +
+          '#placedNamespace, #placedPods, #pointerSk',
         ConditionExpression: condition,
         ExpressionAttributeNames: names(
           'freePool',
@@ -140,6 +141,8 @@ export class Releases {
           'placedGateway',
           'placedPrefix',
           'placedQos',
+          'placedNamespace',
+          'placedPods',
           'pointerSk',
         ),
         ExpressionAttributeValues: values,
