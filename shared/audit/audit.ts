@@ -22,6 +22,7 @@ import { repairLeaks } from './leaks.js';
 import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift } from './model.js';
 import { findPodSets, notReadable, podAgain } from './pods.js';
 import type { AddressRecord, AuditStore } from './ports.js';
+import { forgetPods } from './redo-pods.js';
 import { repairFilters } from './strip.js';
 
 export interface AuditDeps extends Deps {
@@ -270,14 +271,23 @@ async function repairEip(
 ): Promise<void> {
   const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
   const main = drift.find((d) => d.repair === 'redo') ?? drift[0]!;
-  const verb = reason === 'gateway-restarted' ? `re-add on the gateway and rewrite status` : 'resync';
-  const action = `${verb} (update, reason ${reason})`;
+  const pods = [...new Set(drift.filter((d) => d.repair === 'redo' && d.pod).map((d) => d.pod!))];
+  const where = pods.length ? `on pod${pods.length > 1 ? 's' : ''} ${pods.join(', ')}` : 'on the gateway';
+  const verb = reason === 'gateway-restarted' ? `re-add ${where} and rewrite status` : 'resync';
   if (o.dry) {
+    const action = `${verb} (update)`;
     o.note({ kind: main.kind, target: name, action, result: 'planned', detail: kinds });
     return;
   }
-  const inv = invocation(deps, name, uid, reason);
+  let inv = invocation(deps, name, uid, reason);
+  let action = `${verb} (update, reason ${reason})`;
   try {
+    // Only the pods found without it: their entries leave the per-pod record, the core configures those (ADR 0120).
+    if (reason === 'gateway-restarted') {
+      const redo = await forgetPods(deps, inv, drift);
+      inv = invocation(deps, name, uid, redo.reason);
+      action = `${verb} (update, reason ${redo.reason}${redo.forgot.length ? `; placement no longer names ${redo.forgot.join(', ')}` : ''})`;
+    }
     const outcome = await updateEip(inv, deps);
     const result =
       outcome.status === 'rejected' ? 'failed' : outcome.status === 'skipped' ? 'skipped' : 'done';
@@ -447,7 +457,7 @@ async function markNotReady(deps: Deps, inv: Invocation, d: Drift, why: string):
     const eip: IptablesEip | undefined = await deps.cluster.getEip(d.eip!);
     if (!eip || eip.metadata.uid !== d.uid || eip.metadata.deletionTimestamp) return;
     const message = d.address
-      ? `${d.address} is not on gateway ${d.gateway} and could not be re-added: ${why}`
+      ? `${d.address} is not on gateway ${d.gateway}${d.pod ? ` (pod ${d.pod})` : ''} and could not be re-added: ${why}`
       : `Ready without an address, and none could be configured: ${why}`;
     const conditions = setCondition(
       eip.status?.conditions,

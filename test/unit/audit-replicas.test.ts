@@ -12,12 +12,20 @@ import { MemoryAuditStore } from '../../local/memory/audit-store.js';
 import type { MemoryPod } from '../../local/memory/cluster.js';
 import { memoryInspector } from '../../local/memory/inspect.js';
 import { type AuditDeps, repairDrift, runAudit } from '../../shared/audit/audit.js';
+import * as errors from '../../shared/domain/errors.js';
 import { gatewayApp } from '../../shared/domain/gateway-pod.js';
 import { Label, NatGwConfigMap } from '../../shared/domain/kube-ovn.js';
 import type { GatewayInspector } from '../../shared/ports.js';
 import { POD, type World, world } from '../support/world.js';
 
 const EXT = 'ovn-vpc-external-network';
+
+/** The core configures replicated gateways once ADR 0105's phase 2 is in (it retires ReplicatedGatewayError). */
+const REPLICAS_SERVED = !('ReplicatedGatewayError' in errors);
+if (!REPLICAS_SERVED)
+  console.log(
+    'audit-replicas: the core still refuses replicated gateways (ReplicatedGateway): the re-add on one pod is not run',
+  );
 
 /** The inspector, counting the read-only execs per pod name. */
 function counted(inner: GatewayInspector): GatewayInspector & { perPod: Map<string, number> } {
@@ -238,4 +246,41 @@ describe('the audit reads every replica of a gateway', () => {
     expect(report.drift.map((d) => [d.kind, d.eip, d.pod])).toEqual([['missing-address', 'c', named(p1)]]);
     expect([...inspector.perPod.keys()].sort()).toEqual([p0.name, p1.name]);
   });
+
+  /** Records the three pods as carrying b's address in their current run, as the per-pod placement does. */
+  async function recordPods(w: World, pods: MemoryPod[], address: string): Promise<string> {
+    const a = [...w.ipam.allocations.values()].find((x) => x.address === address)!;
+    const placed = Object.fromEntries(
+      pods.map((p) => [p.uid, { name: p.name, token: p.container!.startedAt! }]),
+    );
+    await w.ipam.place(a.subnet, a.address, a.owner.uid, { ...a.placement!, pods: placed });
+    return a.owner.uid;
+  }
+  const placedPods = (w: World, address: string) =>
+    Object.keys(
+      [...w.ipam.allocations.values()].find((x) => x.address === address)?.placement?.pods ?? {},
+    ).sort();
+
+  it('the repair of an address missing on one replica drops that pod, and no other, from the per-pod placement', async () => {
+    const { w, deps, ip, pods } = await setup(3);
+    await recordPods(w, pods, ip.b!);
+    sh(w, pods[1]!, 'ip', 'addr', 'del', `${ip.b}/24`, 'dev', 'net1');
+    await repairDrift(deps, await runAudit(deps));
+    expect(placedPods(w, ip.b!)).toEqual([pods[0]!.uid, pods[2]!.uid].sort());
+  });
+
+  it.skipIf(!REPLICAS_SERVED)(
+    'the repair of an address missing on one replica re-adds it on that pod alone (no exec on the others)',
+    async () => {
+      const { w, deps, ip, pods } = await setup(3);
+      await recordPods(w, pods, ip.b!);
+      sh(w, pods[1]!, 'ip', 'addr', 'del', `${ip.b}/24`, 'dev', 'net1');
+      const from = w.gateway.calls.length;
+      const actions = await repairDrift(deps, await runAudit(deps));
+      expect(actions.map((a) => [a.kind, a.target, a.result])).toEqual([['missing-address', 'b', 'done']]);
+      expect(new Set(w.gateway.calls.slice(from).map((c) => c.pod))).toEqual(new Set([pods[1]!.name]));
+      expect(placedPods(w, ip.b!)).toEqual(pods.map((p) => p.uid).sort());
+      expect((await runAudit(deps)).drift).toEqual([]);
+    },
+  );
 });
