@@ -33,7 +33,16 @@ export interface AuditDeps extends Deps {
 export interface AuditReport {
   /** ISO time the audit judged at. */
   at: string;
-  gateways: { gateway: string; pod: string; addresses: number; filters: number }[];
+  /** One row per gateway pod read: where, as which release line, and the v4 global addresses it carries. */
+  gateways: {
+    gateway: string;
+    pod: string;
+    podUid: string;
+    addresses: number;
+    filters: number;
+    line?: string;
+    carries: string[];
+  }[];
   eips: number;
   allocations: number;
   leases: number;
@@ -58,8 +67,11 @@ export async function runAudit(deps: AuditDeps, options: RunAuditOptions = {}): 
     gateways: snapshot.gateways.map((g) => ({
       gateway: g.gateway,
       pod: g.pod,
+      podUid: g.podUid,
       addresses: g.addresses.length,
       filters: g.filters.length,
+      ...(g.line && { line: g.line }),
+      carries: g.addresses.filter((a) => a.family === 4 && a.scope === 'global').map((a) => a.address),
     })),
     eips: snapshot.eips.length,
     allocations: snapshot.allocations.length,
