@@ -280,3 +280,185 @@ describe('the nat hint in the event contract', () => {
     expect(() => parseEipEvent({ ...good, nat })).toThrow(/event\.nat must be one of/);
   });
 });
+
+/**
+ * What a single-pod gateway costs per operation, request by request and exec by exec: pinned before replicated
+ * gateways were served (docs/adr/0105-ha-gateways.md: "a single-pod gateway costs what it does today"), so that the
+ * per-pod core changes none of it.
+ */
+describe('a single-pod gateway costs what it did before replicas were served', () => {
+  const execs = (w: World) => w.gateway.calls.length;
+  const policy = () => [
+    { name: 'in', direction: 'ingress' as const, priority: 1, rateMax: '10', burstMax: '10' },
+  ];
+
+  it('add, resync, QoS change, a restart redone and deletion: the same requests and execs', async () => {
+    const w = world();
+    w.qos('q1', policy(), { shared: true });
+    w.eip('eip-a');
+    w.eip('eip-b', { qosPolicy: 'q1' });
+    const costs: Record<string, { calls: Record<string, number>; execs: number }> = {};
+    const measure = async (step: string, f: () => Promise<unknown>) => {
+      vi.restoreAllMocks();
+      const calls = count(w);
+      const before = execs(w);
+      await f();
+      costs[step] = { calls: requests(calls), execs: execs(w) - before };
+    };
+    await measure('add', () => w.run('add', 'eip-a', 'added', { nat: '' }));
+    await measure('add with qos', () => w.run('add', 'eip-b', 'added', { nat: '' }));
+    await measure('resync', () => w.run('update', 'eip-a', 'resync', { nat: '' }));
+    w.cluster.editEipSpec('eip-a', { qosPolicy: 'q1' });
+    await measure('qos change', () => w.run('update', 'eip-a', 'spec-changed', { nat: '' }));
+    w.restartContainer();
+    await measure('restart redone', () => w.run('update', 'eip-a', 'gateway-restarted', { nat: '' }));
+    await measure('restart, second eip', () => w.run('update', 'eip-b', 'gateway-restarted', { nat: '' }));
+    w.cluster.deleteEip('eip-a', new Date(w.clock.now()).toISOString());
+    await measure('delete', () => w.run('update', 'eip-a', 'deletion-requested'));
+    expect(costs).toEqual(SINGLE_POD_COSTS);
+  });
+});
+
+/**
+ * The port requests among the counted calls (the in-memory adapters' own helpers left out). Finding the gateway's one
+ * pod and finding all of its pods are the same request (one pod listing; the name prefix comes from a ConfigMap the
+ * feature check has read, which the Kubernetes adapter keeps).
+ */
+function requests(calls: Record<string, number>): Record<string, number> {
+  const port = new Set([
+    ...['getEip', 'listEips', 'listEipsByLabel', 'getQosPolicy', 'getSubnet', 'getVpcNatGateway'],
+    ...['listNatRulesForEip', 'findGatewayPods', 'listGatewayPods', 'natGwFeature', 'updateEip'],
+    ...['patchEipStatus', 'emitEvent', 'claimAddress', 'claimAny', 'findByOwner', 'release', 'place'],
+    ...['transfer', 'heldAt', 'acquire'],
+  ]);
+  const out: Record<string, number> = {};
+  for (const [k, n] of Object.entries(calls)) {
+    const [p, m0] = k.split('.') as [string, string];
+    const m = m0 === 'findGatewayPod' ? 'findGatewayPods' : m0;
+    if (port.has(m)) out[`${p}.${m}`] = (out[`${p}.${m}`] ?? 0) + n;
+  }
+  return out;
+}
+
+const SINGLE_POD_COSTS = {
+  add: {
+    calls: {
+      'leases.acquire': 1,
+      'cluster.getEip': 1,
+      'cluster.natGwFeature': 1,
+      'cluster.getSubnet': 1,
+      'cluster.getVpcNatGateway': 1,
+      'cluster.listGatewayPods': 1,
+      'cluster.updateEip': 2,
+      'ipam.claimAny': 1,
+      'gatewayLease.acquire': 1,
+      'cluster.patchEipStatus': 1,
+      'leases.release': 1,
+      'gatewayLease.release': 1,
+    },
+    execs: 1,
+  },
+  'add with qos': {
+    calls: {
+      'leases.acquire': 1,
+      'cluster.getEip': 1,
+      'cluster.natGwFeature': 1,
+      'cluster.getSubnet': 1,
+      'cluster.getVpcNatGateway': 1,
+      'cluster.listGatewayPods': 1,
+      'cluster.getQosPolicy': 1,
+      'cluster.updateEip': 2,
+      'ipam.claimAny': 1,
+      'gatewayLease.acquire': 1,
+      'ipam.place': 1,
+      'cluster.patchEipStatus': 1,
+      'leases.release': 1,
+      'gatewayLease.release': 1,
+    },
+    execs: 2,
+  },
+  resync: {
+    calls: {
+      'leases.acquire': 1,
+      'cluster.getEip': 1,
+      'cluster.natGwFeature': 1,
+      'cluster.getSubnet': 2,
+      'ipam.findByOwner': 1,
+      'cluster.findGatewayPods': 1,
+      'leases.release': 1,
+    },
+    execs: 0,
+  },
+  'qos change': {
+    calls: {
+      'leases.acquire': 1,
+      'cluster.getEip': 1,
+      'cluster.natGwFeature': 1,
+      'cluster.getSubnet': 2,
+      'ipam.findByOwner': 1,
+      'cluster.findGatewayPods': 1,
+      'cluster.getQosPolicy': 1,
+      'cluster.getVpcNatGateway': 1,
+      'gatewayLease.acquire': 1,
+      'ipam.place': 1,
+      'cluster.updateEip': 1,
+      'cluster.patchEipStatus': 1,
+      'leases.release': 1,
+      'gatewayLease.release': 1,
+    },
+    execs: 1,
+  },
+  'restart redone': {
+    calls: {
+      'leases.acquire': 1,
+      'cluster.getEip': 1,
+      'cluster.natGwFeature': 1,
+      'cluster.getSubnet': 3,
+      'ipam.findByOwner': 1,
+      'cluster.findGatewayPods': 1,
+      'cluster.getVpcNatGateway': 1,
+      'gatewayLease.acquire': 1,
+      'cluster.listEipsByLabel': 1,
+      'ipam.heldAt': 1,
+      'cluster.getQosPolicy': 2,
+      'cluster.patchEipStatus': 1,
+      'leases.release': 1,
+      'gatewayLease.release': 1,
+    },
+    execs: 2,
+  },
+  'restart, second eip': {
+    calls: {
+      'leases.acquire': 1,
+      'cluster.getEip': 1,
+      'cluster.natGwFeature': 1,
+      'cluster.getSubnet': 2,
+      'ipam.findByOwner': 1,
+      'cluster.findGatewayPods': 1,
+      'cluster.getVpcNatGateway': 1,
+      'cluster.getQosPolicy': 1,
+      'cluster.patchEipStatus': 1,
+      'leases.release': 1,
+    },
+    execs: 0,
+  },
+  delete: {
+    calls: {
+      'leases.acquire': 1,
+      'cluster.getEip': 1,
+      'cluster.getSubnet': 1,
+      'ipam.findByOwner': 1,
+      'cluster.listNatRulesForEip': 1,
+      'cluster.natGwFeature': 1,
+      'cluster.getVpcNatGateway': 2,
+      'cluster.findGatewayPods': 1,
+      'gatewayLease.acquire': 1,
+      'cluster.getQosPolicy': 1,
+      'ipam.release': 1,
+      'cluster.updateEip': 1,
+      'leases.release': 1,
+      'gatewayLease.release': 1,
+    },
+    execs: 2,
+  },
+};
