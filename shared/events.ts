@@ -69,6 +69,11 @@ export interface EipEvent {
   reason: Reason;
   object: { kind?: 'IptablesEIP'; name: string; uid?: string; resourceVersion?: string };
   gateway?: string;
+  /**
+   * The uid of the gateway pod whose coming up sent a gateway-restarted or gateway-ready event: on a replicated
+   * gateway only that pod's redo is hinted (docs/adr/0105-ha-gateways.md). Absent: every pod of the gateway.
+   */
+  pod?: string;
   emittedAt?: string;
   /**
    * status.nat as the bridge's NAT rule informers saw it when the event was sent (ADR 0041): a hint. A handler uses
@@ -179,6 +184,7 @@ function parseDetail(d: unknown, path: string): EipEvent {
     'reason',
     'object',
     'gateway',
+    'pod',
     'emittedAt',
     'nat',
     'old',
@@ -193,6 +199,7 @@ function parseDetail(d: unknown, path: string): EipEvent {
   if (!REASONS.includes(reason as Reason)) fail(`${path}.reason`, `must be one of ${REASONS.join(', ')}`);
   const object = eventObject(d.object, `${path}.object`);
   const gateway = str(d, 'gateway', path, { max: 253 });
+  const pod = str(d, 'pod', path, { max: 128 });
   const emittedAt = str(d, 'emittedAt', path);
   const event: EipEvent = {
     version: 1,
@@ -202,6 +209,7 @@ function parseDetail(d: unknown, path: string): EipEvent {
     object,
   };
   if (gateway !== undefined) event.gateway = gateway;
+  if (pod !== undefined) event.pod = pod;
   if (emittedAt !== undefined) event.emittedAt = emittedAt;
   if (d.nat !== undefined) {
     if (!NAT_HINTS.includes(d.nat as NatHint))

@@ -221,6 +221,11 @@ export interface NatGwFeature {
   enabled: boolean;
   /** Why it is off, in kube-ovn's words, when it is. */
   reason?: string;
+  /**
+   * `natGwNamePrefix` of ovn-vpc-nat-config when it names one (kube-ovn 1.13+): the gateway workloads' and pods'
+   * name prefix (namePrefixOf in shared/domain/gateway-pod.ts applies it).
+   */
+  namePrefix?: string;
 }
 
 /** Changes to an EIP's metadata and spec, applied in one write guarded by the resourceVersion read. */

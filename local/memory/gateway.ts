@@ -40,6 +40,7 @@ export class MemoryGateway implements Gateway {
   private failures: {
     remaining: number;
     match?: NatGwOp;
+    pod?: string;
     exitCode: number | undefined;
     stdout: string;
     stderr: string;
@@ -77,16 +78,17 @@ export class MemoryGateway implements Gateway {
   }
 
   /**
-   * The next `count` calls (of `op`, if given) exit with `exitCode` (default 1; null: a stream lost before any exit
-   * status), `stdout` and `stderr`, without running.
+   * The next `count` calls (of `op`, if given; into pod `pod`, by name, if given) exit with `exitCode` (default 1;
+   * null: a stream lost before any exit status), `stdout` and `stderr`, without running.
    */
   failNext(
     count: number,
-    options: { op?: NatGwOp; exitCode?: number | null; stdout?: string; stderr?: string } = {},
+    options: { op?: NatGwOp; pod?: string; exitCode?: number | null; stdout?: string; stderr?: string } = {},
   ): void {
     this.failures.push({
       remaining: count,
       ...(options.op && { match: options.op }),
+      ...(options.pod && { pod: options.pod }),
       exitCode: options.exitCode === null ? undefined : (options.exitCode ?? 1),
       stdout: options.stdout ?? '',
       stderr: options.stderr ?? 'injected failure',
@@ -110,7 +112,9 @@ export class MemoryGateway implements Gateway {
     if (delay) await abortableSleep(delay, signal);
     if (signal?.aborted) throw new GatewayCommandError(`${op} aborted before it ran`, undefined, '', '');
     this.calls.push({ pod: pod.name, op, args: [...args], argv });
-    const fault = this.failures.find((f) => f.remaining > 0 && (!f.match || f.match === op));
+    const fault = this.failures.find(
+      (f) => f.remaining > 0 && (!f.match || f.match === op) && (!f.pod || f.pod === pod.name),
+    );
     if (fault) {
       fault.remaining -= 1;
       // Exit status 0 with output on stderr (a tool's warning) is not a failure

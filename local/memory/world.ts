@@ -7,12 +7,18 @@ import { randomUUID } from 'node:crypto';
 import type { Invocation } from '../../shared/core/invocation.js';
 import { operations } from '../../shared/core/operations.js';
 import type { Outcome } from '../../shared/core/outcome.js';
-import { type GatewayPodTemplate, gatewayApp, gatewayPodName } from '../../shared/domain/gateway-pod.js';
+import {
+  type GatewayPodTemplate,
+  gatewayApp,
+  gatewayPodName,
+  NAME_PREFIX_KEY,
+} from '../../shared/domain/gateway-pod.js';
 import {
   API_VERSION,
   DEFAULT_EXTERNAL_SUBNET,
   type IptablesEip,
   Label,
+  NatGwConfigMap,
   type QoSPolicyBandwidthLimitRule,
 } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent, HandlerName, Reason } from '../../shared/events.js';
@@ -91,6 +97,9 @@ export function world(options: WorldOptions = {}) {
   const redoLedger = new MemoryRedoLedger();
   const log = memoryLogger();
   let ids = 0;
+  let replicaIds = 0;
+  /** Where the Deployment's pods go and their app label, once the gateway runs replicas. */
+  let replicaSet: { namespace: string; app: string } | undefined;
   const deps: Deps = {
     cluster,
     ipam,
@@ -170,8 +179,9 @@ export function world(options: WorldOptions = {}) {
       return p;
     },
     /** A container restart (kill 1, node reboot): same pod, lost network state, a later start time. */
-    restartContainer(): void {
-      const p = w.pod();
+    restartContainer(pod: MemoryPod = w.pod()): void {
+      const p = cluster.pods.get(`${pod.namespace}/${pod.name}`);
+      if (!p) throw new Error(`no gateway pod ${pod.name}`);
       clock.advance(5_000);
       p.container = {
         restartCount: (p.container?.restartCount ?? 0) + 1,
@@ -180,14 +190,70 @@ export function world(options: WorldOptions = {}) {
       };
       gateway.restart(p);
     },
-    net1(): string[] {
-      return gateway.sim(w.pod()).net1Addresses();
+    net1(pod: Pick<MemoryPod, 'uid'> = w.pod()): string[] {
+      return gateway.sim(pod).net1Addresses();
     },
-    tc(): { direction: 'ingress' | 'egress'; ip: string; priority: number; rate: string; burst: string }[] {
+    tc(
+      pod: Pick<MemoryPod, 'uid'> = w.pod(),
+    ): { direction: 'ingress' | 'egress'; ip: string; priority: number; rate: string; burst: string }[] {
       return gateway
-        .sim(w.pod())
+        .sim(pod)
         .tcFilters()
         .map((f) => ({ direction: f.direction, ip: f.ip, priority: f.prio, rate: f.rate, burst: f.burst }));
+    },
+
+    // ---------------------------------------------------------- replicated gateways (kube-ovn master)
+
+    /**
+     * Runs the gateway as kube-ovn master's Deployment of `n` replicas (docs/adr/0105-ha-gateways.md): the
+     * StatefulSet's pod goes, `n` pods owned by a ReplicaSet come, each with its own fresh gateway; in `namespace`
+     * (the VpcNatGateway's spec.namespace) and under `prefix` (ovn-vpc-nat-config's natGwNamePrefix) when given.
+     * Returns the pods.
+     */
+    replicas(n: number, o: { namespace?: string; prefix?: string } = {}): MemoryPod[] {
+      for (const p of w.pods()) cluster.pods.delete(`${p.namespace}/${p.name}`);
+      const vng = cluster.gateways.get(GW)!;
+      vng.spec = { ...vng.spec, replicas: n, ...(o.namespace && { namespace: o.namespace }) };
+      if (o.prefix) {
+        const image = cluster.configMaps.get(NatGwConfigMap.image) ?? {};
+        cluster.configMaps.set(NatGwConfigMap.image, { ...image, [NAME_PREFIX_KEY]: o.prefix });
+      }
+      replicaSet = { namespace: o.namespace ?? 'kube-system', app: gatewayApp(GW, o.prefix) };
+      return Array.from({ length: n }, () => w.addReplica());
+    },
+    /** One more pod of the Deployment (a scale-up, or the ReplicaSet replacing a deleted pod). */
+    addReplica(started = clock.now()): MemoryPod {
+      const at = new Date(started).toISOString();
+      const rs = replicaSet ?? { namespace: 'kube-system', app: gatewayApp(GW) };
+      const pod: MemoryPod = {
+        namespace: rs.namespace,
+        name: `${rs.app}-7d9f8b6c5-${(++replicaIds).toString(36).padStart(5, 'x')}`,
+        uid: randomUUID(),
+        phase: 'Running',
+        creationTimestamp: at,
+        container: { restartCount: 0, startedAt: at, ready: true },
+        labels: { [Label.app]: rs.app, [Label.vpcNatGw]: 'true' },
+        template: { ...simulatedTemplate(release), ownerKind: 'ReplicaSet' },
+      };
+      cluster.putPod(pod);
+      return pod;
+    },
+    /** Every pod of the gateway, by name (the StatefulSet's or the Deployment's). */
+    pods(): MemoryPod[] {
+      const app = replicaSet?.app ?? gatewayApp(GW);
+      return [...cluster.pods.values()]
+        .filter((p) => p.labels[Label.app] === app)
+        .sort((a, b) => (a.name < b.name ? -1 : 1));
+    },
+    /** Changes a pod as the kubelet or a deletion would (phase, terminating, container). */
+    setPod(pod: MemoryPod, change: Partial<Pick<MemoryPod, 'phase' | 'terminating' | 'container'>>): void {
+      const p = cluster.pods.get(`${pod.namespace}/${pod.name}`);
+      if (!p) throw new Error(`no gateway pod ${pod.name}`);
+      Object.assign(p, change);
+    },
+    /** The pod is gone (scaled down, deleted): its state goes with it. */
+    deletePod(pod: MemoryPod): void {
+      cluster.pods.delete(`${pod.namespace}/${pod.name}`);
     },
 
     qos(

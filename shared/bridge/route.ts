@@ -209,7 +209,10 @@ export function routeGatewayPod(
     const restarted = field(eip, 'status', 'ip') !== '';
     if (!restarted && isTerminating(eip)) continue;
     const reason: Reason = restarted ? 'gateway-restarted' : 'gateway-ready';
-    const e = eipEvent(eip, restarted ? 'update' : 'add', reason, { gateway });
+    const e = eipEvent(eip, restarted ? 'update' : 'add', reason, {
+      gateway,
+      ...(uidOf(pod) && { pod: uidOf(pod) }),
+    });
     e.id = fanOutId(eventId(uidOf(pod), rvOf(pod), reason), nameOf(eip));
     out.push(e);
   }

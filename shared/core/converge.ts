@@ -7,43 +7,38 @@
  */
 import { IPAM_HOME_ANNOTATION, prefixLength, staticAddressProblem } from '../domain/addressing.js';
 import { eipAdd } from '../domain/dialect/index.js';
-import {
-  AddressOutOfRangeError,
-  ConflictError,
-  InvalidSpecError,
-  type PermanentError,
-  UnsupportedChangeError,
-} from '../domain/errors.js';
-import { gatewayApp } from '../domain/gateway-pod.js';
+import { AddressOutOfRangeError, InvalidSpecError, UnsupportedChangeError } from '../domain/errors.js';
+import { gatewayNamespaceOf } from '../domain/gateway-pod.js';
 import { externalNetworkOf, type IptablesEip, Label, type VpcNatGateway } from '../domain/kube-ovn.js';
 import { validateSpec } from '../domain/validation.js';
 import type { Allocation, ClaimOptions, GatewayPod, Owner, Placement, Pool } from '../ports.js';
 import { finalize } from './delete.js';
-import {
-  podWhereConfigured,
-  requireAttachedGateway,
-  requireFeature,
-  runningGatewayPod,
-  v4PoolOf,
-} from './gateway.js';
+import { addOnPods, lackingPods, type PodsState, podsProblem, qosOnPods, throwIfNone } from './fan-out.js';
+import { podsWhereConfigured, requireAttachedGateway, requireFeature, v4PoolOf } from './gateway.js';
 import { heldBy } from './held.js';
 import { updateEipMeta } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { podAddressesOn, refuseGatewayPodAddress } from './pod-addresses.js';
-import { natStatus, type Run, validName } from './prelude.js';
-import { applyQos, assertBindable, type LoadedQos, loadQos, type QosResult } from './qos.js';
-import { redoGateway } from './redo.js';
+import { type Run, validName } from './prelude.js';
+import { assertBindable, type LoadedQos, loadQos } from './qos.js';
+import { type PodsView, recordPlacement, writeConfiguredStatus } from './record.js';
+import {
+  addDue,
+  carriedBy,
+  gatewayPodsOf,
+  isActive,
+  newestToken,
+  recordsPods,
+  requireActive,
+} from './replicas.js';
 import { rejectedAfterConfiguring } from './settle.js';
 import {
   addedMeta,
-  configuredConditions,
   desiredLabels,
   hasOurFinalizer,
   type LabelFacts,
   labelChanges,
   maintainedMeta,
-  redoToken,
-  statusChanges,
   withFinalizer,
 } from './view.js';
 
@@ -96,38 +91,67 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
   // 2. Allocation, durable before the gateway is touched, with where the address is about to be configured in the
   //    same write (ADR 0041: clean-up may then run eip-del where the add never happened, which changes nothing).
   // No filters yet ('' recorded), so a clean-up after a crash here removes none; the QoS step records what it adds.
-  const placement: Placement = { gateway: need.gateway, prefix: prefixLength(need.v4), qos: '' };
+  const placement: Placement = {
+    gateway: need.gateway,
+    prefix: prefixLength(need.v4),
+    qos: '',
+    ...(need.namespace && { namespace: need.namespace }),
+  };
   const { v4: claimed, v6 } = await allocate(run, need, owner, placement, {
     firstAttempt,
     home: eip.metadata.annotations?.[IPAM_HOME_ANNOTATION],
   });
 
-  // 3. The address on the gateway; its placement was recorded with the claim (a retry's older allocation may
-  //    still need it moved here).
-  const pod = await runningGatewayPod(deps, need.gateway, need.pods);
-  const d = await run.dialect(pod, need.vpcNatGateway);
+  // 3. The address on every active pod of the gateway (each in its own dialect); its placement was recorded with
+  //    the claim (a retry's older allocation may still need it moved here).
+  const active = requireActive(need.gateway, need.pods);
   const on = { address: claimed.address, prefix: placement.prefix, gateway: need.v4.gateway };
-  await run.gw(pod, eipAdd(d, on), d);
+  const pods = await addOnPods(run, active, {
+    gateway: need.gateway,
+    vng: need.vpcNatGateway,
+    ip: claimed.address,
+    add: (d) => eipAdd(d, on),
+    due: () => 'asked',
+  });
+  throwIfNone(pods);
   const v4 = await recordPlacement(run, claimed, { ...placement, qos: claimed.placement?.qos ?? '' });
 
   // 4. QoS: a problem from here on leaves the address configured and is reported in its own condition. What the
-  //    gateway now polices is recorded with the allocation (one write, only when there is a policy; ADR 0086).
-  const q = await applyQos(
-    run,
-    eip,
-    pod,
-    v4.address,
-    { want: need.qos?.name ?? '', have: '', redo: true },
-    need.qos,
-  );
-  await recordPlacement(run, v4, { ...placement, qos: q.applied });
+  //    gateway now polices is recorded with the allocation, and on a gateway of several pods which pods carry the
+  //    address (one write, only when there is a policy or several pods; ADR 0086, ADR 0105).
+  const want = need.qos?.name ?? '';
+  const q = await qosOnPods(run, eip, pods, {
+    ip: v4.address,
+    want,
+    have: '',
+    ...(need.qos && { loaded: need.qos }),
+  });
+  throwIfNone(pods);
+  await recordPlacement(run, v4, {
+    ...placement,
+    qos: q.applied,
+    ...(recordsPods(undefined, active) && { pods: carriedBy(pods.carrying) }),
+  });
 
-  // 5. Spec and labels in one write, then status.
+  // 5. Spec and labels in one write, then status; then a pod's failure is reported (a retryable one thrown, so the
+  //    retry adds the address where it is missing).
   const facts: LabelFacts = { subnet: v4.subnet, gateway: need.gateway, ip: v4.address, qos: q.applied };
   eip = await updateEipMeta(deps, name, eip, (e) => addedMeta(e, facts, v6?.address));
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being added' };
-  await writeConfiguredStatus(run, eip, { ip: v4.address, redo: redoToken(pod), qos: q });
-  return q.problem ? rejectedAfterConfiguring(run, eip, q.problem) : run.outcome(name, v4.address);
+  await writeConfiguredStatus(run, eip, {
+    ip: v4.address,
+    redo: newestToken(pods.carrying)!,
+    qos: q,
+    ...(viewPods(need.pods, pods) && { pods: viewPods(need.pods, pods)! }),
+  });
+  const problem = q.problem ?? podsProblem(pods);
+  return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, v4.address);
+}
+
+/** What the status tells of the pods: on a gateway of several pods, or when a pod lacks the address. */
+function viewPods(found: readonly GatewayPod[], pods: PodsState): PodsView | undefined {
+  if (found.filter((p) => !p.terminating).length <= 1 && pods.failed.length === 0) return undefined;
+  return { found, carrying: pods.carrying, failed: lackingPods(pods) };
 }
 
 /** What an add found it may go on with: nothing is held yet. */
@@ -138,8 +162,12 @@ interface AddNeeds {
   v6?: Pool;
   /** spec.v4ip, when the user asked for an address. */
   requested?: string;
-  /** The gateway pods, listed once: their own addresses are avoided, and the exec needs the pod. */
+  /** The gateway pods, listed once: their own addresses are avoided. */
+  listed: readonly GatewayPod[];
+  /** The gateway's own pods (the exec needs them). */
   pods: readonly GatewayPod[];
+  /** Where they are, when the EIP or gateway names it (else kube-ovn's namespace). */
+  namespace?: string;
   /** The gateway as read: its annotations may name its kube-ovn release. */
   vpcNatGateway: VpcNatGateway;
   qos?: LoadedQos;
@@ -151,7 +179,7 @@ interface AddNeeds {
  */
 async function whatTheAddNeeds(run: Run, eip: IptablesEip): Promise<AddNeeds> {
   const { deps } = run;
-  await requireFeature(deps);
+  const feature = await requireFeature(deps);
   const network = externalNetworkOf(eip);
   const target = await v4PoolOf(deps, network);
   const gateway = eip.spec.natGwDp!;
@@ -159,12 +187,15 @@ async function whatTheAddNeeds(run: Run, eip: IptablesEip): Promise<AddNeeds> {
   const requested = eip.spec.v4ip;
   const unusable = requested ? staticAddressProblem(target.v4, requested) : undefined;
   if (unusable) throw new AddressOutOfRangeError(`spec.v4ip: ${unusable}`);
-  // The gateway pods' own addresses: never an EIP's (ADR 0042). The add needs the pod list for the exec anyway.
-  const pods = await deps.cluster.listGatewayPods();
-  if (requested) refuseGatewayPodAddress(pods, target.v4, requested);
-  // A release the product cannot speak is refused before anything is held, when the pod is there to tell.
-  const listed = pods.find((p) => p.app === gatewayApp(gateway) && p.phase === 'Running');
-  if (listed) await run.dialect(listed, vpcNatGateway);
+  // The gateway pods' own addresses: never an EIP's (ADR 0042). The add needs the pod list for the exec anyway; the
+  // gateway's pods are among them unless they live in a namespace of their own (ADR 0105).
+  const namespace = gatewayNamespaceOf(eip, vpcNatGateway, deps.kubeOvnRelease);
+  const listed = await deps.cluster.listGatewayPods();
+  const pods = await gatewayPodsOf(deps, gateway, namespace, { pods: listed, feature });
+  const own = namespace ? [...listed, ...pods] : listed;
+  if (requested) refuseGatewayPodAddress(own, target.v4, requested);
+  // A release the product cannot speak is refused before anything is held, when the pods are there to tell.
+  for (const p of pods.filter(isActive)) await run.dialect(p, vpcNatGateway, gateway);
   const qos = eip.spec.qosPolicy ? await loadQos(deps, eip.spec.qosPolicy) : undefined;
   if (qos) await assertBindable(deps, eip, qos);
   return {
@@ -172,7 +203,9 @@ async function whatTheAddNeeds(run: Run, eip: IptablesEip): Promise<AddNeeds> {
     vpcNatGateway,
     ...target,
     ...(requested && { requested }),
+    listed: own,
     pods,
+    ...(namespace && { namespace }),
     ...(qos && { qos }),
   };
 }
@@ -192,7 +225,7 @@ async function allocate(
   const { ipam } = run.deps;
   const claim: ClaimOptions = {
     firstAttempt: o.firstAttempt,
-    avoid: podAddressesOn(need.pods, need.v4.subnet),
+    avoid: podAddressesOn(need.listed, need.v4.subnet),
     ...(o.home && { home: o.home }),
   };
   let v4: Allocation;
@@ -236,37 +269,46 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
   // Refused changes: the address stays where it is, and the refusal is reported after the address is seen to.
   const refused = invalid ?? refusedChange(eip0, ip, held, placement);
 
-  // The address first. Redo when the gateway restarted since we configured it (the token moved), someone asked
-  // for one the kube-ovn way (ready=false), or the bridge saw the gateway come back. The token has one-second
-  // resolution (as Kubernetes' startedAt), so a restart within the same second is only visible through that last
-  // hint; re-adding is idempotent, so trusting it costs one exec per EIP.
-  const pod = await podWhereConfigured(deps, placement.gateway, ip);
-  const token = redoToken(pod);
-  const redo =
-    eip0.status?.redo !== token || eip0.status?.ready !== true || inv.event.reason === 'gateway-restarted';
-  if (redo) {
-    const d = await run.dialect(pod);
-    // The container run changed since this EIP was configured: the whole gateway is redone at once, and what that
-    // re-added is not sent again (ADR 0111). A redo asked for otherwise (ready=false, the audit's repair of a missing
-    // address, the bridge's hint in the same second) sends its own calls.
-    if (eip0.status?.redo !== token) await redoGateway(run, pod, d, ip);
-    await run.gw(pod, eipAdd(d, { address: ip, prefix: placement.prefix, gateway: pool.gateway }), d);
-  }
+  // The address first, in each active pod of the gateway that may have lost it (./replicas.ts addDue): its
+  // container run is not the one the address was configured in (the token moved, or a new pod), someone asked for a
+  // redo the kube-ovn way (ready=false), or the bridge saw the pod come back. The token has one-second resolution
+  // (as Kubernetes' startedAt), so a restart within the same second is only visible through that last hint;
+  // re-adding is idempotent, so trusting it costs one exec per EIP. Other pods get no exec.
+  const { found, active } = await podsWhereConfigured(deps, placement, ip);
+  const pods = await addOnPods(run, active, {
+    gateway: placement.gateway,
+    ip,
+    add: (d) => eipAdd(d, { address: ip, prefix: placement.prefix, gateway: pool.gateway }),
+    due: (p) => addDue(p, eip0, placement.pods, inv.event),
+  });
+  throwIfNone(pods);
 
   // Then QoS, from what the allocation records as applied (status.qosPolicy only for an allocation recorded before
-  // that was kept); the placement with what is now applied, in one write when either changed; then metadata
-  // (finalizer, labels as configured), then status.
+  // that was kept); the placement with what is now applied and which pods carry the address, in one write when
+  // either changed; then metadata (finalizer, labels as configured), then status; then a pod's failure.
   const have = held.placement?.qos ?? eip0.status?.qosPolicy ?? '';
   const want = invalid ? have : (eip0.spec.qosPolicy ?? ''); // an invalid spec changes nothing on the gateway
   await noteHandEdits(run, eip0, held, { subnet: held.subnet, gateway: placement.gateway, ip, qos: have });
-  const q = await applyQos(run, eip0, pod, ip, { want, have, redo });
-  await recordPlacement(run, held, { ...placement, qos: q.applied });
+  const q = await qosOnPods(run, eip0, pods, { ip, want, have });
+  throwIfNone(pods);
+  await recordPlacement(run, held, {
+    ...placement,
+    qos: q.applied,
+    ...(recordsPods(placement.pods, active) && { pods: carriedBy(pods.carrying) }),
+  });
   const facts: LabelFacts = { subnet: held.subnet, gateway: placement.gateway, ip, qos: q.applied };
   const eip = await updateEipMeta(deps, name, eip0, (e) => maintainedMeta(e, facts));
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
   if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('metadata');
-  await writeConfiguredStatus(run, eip, { ip, redo: token, qos: q, ...(refused && { refusal: refused }) });
-  const problem = refused ?? q.problem;
+  const view = viewPods(found, pods);
+  await writeConfiguredStatus(run, eip, {
+    ip,
+    redo: newestToken(pods.carrying)!,
+    qos: q,
+    ...(refused && { refusal: refused }),
+    ...(view && { pods: view }),
+  });
+  const problem = refused ?? q.problem ?? podsProblem(pods);
   return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, ip);
 }
 
@@ -374,70 +416,4 @@ function refusedChange(
       `not support eip change externalSubnet, old '${alloc.subnet}', new '${network}'`,
     );
   return undefined;
-}
-
-// ------------------------------------------------------------------------------------------- shared by both
-
-/**
- * Records where the address is configured, and — when `placement.qos` is given — which policy the gateway polices it
- * with; a policy recorded earlier is kept when it is not. The owner must still hold it (a lease holder always does).
- * Returns the allocation as now recorded; no write when nothing changes.
- */
-async function recordPlacement(run: Run, a: Allocation, placement: Placement): Promise<Allocation> {
-  const qos = placement.qos ?? a.placement?.qos;
-  const next: Placement = {
-    gateway: placement.gateway,
-    prefix: placement.prefix,
-    ...(qos !== undefined && { qos }),
-  };
-  const p = a.placement;
-  if (p?.gateway === next.gateway && p.prefix === next.prefix && p.qos === next.qos) return a;
-  if (!(await run.deps.ipam.place(a.subnet, a.address, a.owner.uid, next)))
-    throw new ConflictError(
-      `${a.address} is no longer held by ${a.owner.uid}; its placement was not recorded`,
-    );
-  if (p?.gateway !== next.gateway || p?.prefix !== next.prefix)
-    run.did(`place ${a.address} on ${next.gateway}`);
-  else run.did(`record qos "${next.qos}" for ${a.address}`);
-  return { ...a, placement: next };
-}
-
-/** Status of an EIP whose address is on the gateway: Ready, and the QoS and refusal conditions. */
-async function writeConfiguredStatus(
-  run: Run,
-  eip: IptablesEip,
-  s: { ip: string; redo: string; qos: QosResult; refusal?: PermanentError },
-): Promise<void> {
-  const { deps } = run;
-  const { qos, refusal } = s;
-  const conditions = configuredConditions(
-    eip,
-    {
-      ip: s.ip,
-      qosWanted: qos.wanted,
-      ...(qos.problem && { qosProblem: qos.problem }),
-      ...(refusal && { refusal }),
-    },
-    run.now(),
-  );
-  const change = statusChanges(eip, {
-    ready: true,
-    ip: s.ip,
-    redo: s.redo,
-    nat: await natStatus(run, eip),
-    qosPolicy: qos.applied,
-    conditions,
-  });
-  if (!change) return;
-  await deps.cluster.patchEipStatus(eip.metadata.name, change);
-  run.did(`status ${Object.keys(change).join(',')}`);
-  // status.ip is written once per EIP: that is when an EIP has got its address.
-  if (change.ip !== undefined && !eip.status?.ip)
-    deps.metrics.count('Allocations', 1, {
-      subnet: eip.metadata.labels?.[Label.subnet] ?? externalNetworkOf(eip),
-    });
-  const problem = refusal ?? qos.problem;
-  const before = eip.status?.conditions?.find((c) => c.reason === problem?.code && c.status === 'False');
-  if (problem && !before)
-    await deps.cluster.emitEvent(eip, { type: 'Warning', reason: problem.code, message: problem.message });
 }

@@ -6,23 +6,32 @@
  * `finalize` serves a terminating EIP (reached from add, update and reset); `remove` is the delete handler's
  * safety net for an object that is already gone.
  */
-import { poolsOf, prefixLength } from '../domain/addressing.js';
-import { type Dialect, eipAdd, eipDel } from '../domain/dialect/index.js';
+import { eipAdd } from '../domain/dialect/index.js';
 import { InvalidEventError } from '../domain/errors.js';
-import { type IptablesEip, Label, type QoSDirection } from '../domain/kube-ovn.js';
+import { type IptablesEip, Label } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, GatewayPod, NatRuleRef } from '../ports.js';
-import { runningGatewayPod, v4PoolOf } from './gateway.js';
+import { cleanUpGateway } from './delete-pods.js';
+import { addOnPods, podsProblem, throwIfNone } from './fan-out.js';
+import { v4PoolOf } from './gateway.js';
 import { heldBy } from './held.js';
 import { type Invocation, updateEipMeta, withLease } from './invocation.js';
 import type { Outcome } from './outcome.js';
 import { Run, validName } from './prelude.js';
-import { addQos, loadQos, policyDirections, removeQos } from './qos.js';
-import { redoGateway } from './redo.js';
+import { addQos, loadQos } from './qos.js';
+import { recordPlacement } from './record.js';
+import {
+  addDue,
+  carriedBy,
+  containerDown,
+  gatewayPodsOf,
+  newestToken,
+  recordsPods,
+  requireActive,
+} from './replicas.js';
 import {
   ConditionType,
   hasOurFinalizer,
   natOf,
-  redoToken,
   setCondition,
   statusChanges,
   withoutFinalizer,
@@ -47,6 +56,8 @@ export async function finalize(run: Run, eip: IptablesEip): Promise<Outcome> {
   await cleanUpGateway(run, held, {
     fallbackGateway: validName(eip.metadata.labels?.[Label.natGwName]) ?? validName(eip.spec.natGwDp),
     policies,
+    eip,
+    ...(eip.metadata.deletionTimestamp && { deletedAt: eip.metadata.deletionTimestamp }),
   });
   await releaseAll(run, uid, held, policies);
   const after = await updateEipMeta(deps, name, eip, (e) => {
@@ -76,9 +87,12 @@ export async function remove(inv: Invocation, deps: Deps): Promise<Outcome> {
   return withLease(inv, deps, async () => {
     const run = new Run(inv, deps);
     const policies = policiesOf(held, last);
+    // The patience runs from the deletion the last snapshot shows, else from when the bridge saw the object go.
+    const deletedAt = last?.metadata?.deletionTimestamp ?? inv.event.emittedAt;
     await cleanUpGateway(run, held, {
       fallbackGateway: validName(last?.metadata?.labels?.[Label.natGwName]) ?? validName(last?.spec?.natGwDp),
       policies,
+      ...(deletedAt && { deletedAt }),
     });
     await releaseAll(run, uid, held, policies);
     return run.outcome(name);
@@ -146,105 +160,38 @@ async function waitForNatRules(
 }
 
 /**
- * For a terminating EIP that waits for its NAT rules: re-adds its address (and QoS) on the gateway it is recorded
- * on when that gateway restarted since it was configured. Returns the new redo token, or undefined when nothing was
- * needed (not configured, no recorded placement, the feature off).
+ * For a terminating EIP that waits for its NAT rules: re-adds its address (and QoS) in each pod of the gateway it is
+ * recorded on that restarted (or is new) since it was configured there, as a configured EIP's update does
+ * (./replicas.ts addDue, ready=false aside: the deletion under way is what it shows). Returns the new redo token,
+ * or undefined when nothing was needed (not configured, no recorded placement, the feature off).
  */
 async function redoWhileWaiting(run: Run, eip: IptablesEip, held: Allocation[]): Promise<string | undefined> {
   const { deps, inv } = run;
   const ip = eip.status?.ip;
   const alloc = ip ? held.find((a) => a.family === 4 && a.address === ip) : undefined;
-  if (!ip || !alloc?.placement || !(await deps.cluster.natGwFeature()).enabled) return undefined;
-  const pod = await runningGatewayPod(deps, alloc.placement.gateway);
-  const token = redoToken(pod);
-  if (eip.status?.redo === token && inv.event.reason !== 'gateway-restarted') return undefined;
+  const placement = alloc?.placement;
+  if (!ip || !alloc || !placement || !(await deps.cluster.natGwFeature()).enabled) return undefined;
+  const { gateway } = placement;
+  const active = requireActive(gateway, await gatewayPodsOf(deps, gateway, placement.namespace));
+  const asConfigured = { ...eip, status: { ...eip.status, ready: true } };
+  const due = (p: GatewayPod) => addDue(p, asConfigured, placement.pods, inv.event);
+  if (!active.some((p) => !containerDown(p) && due(p))) return undefined;
   const pool = (await v4PoolOf(deps, alloc.subnet)).v4;
-  const d = await run.dialect(pod);
-  if (eip.status?.redo !== token) await redoGateway(run, pod, d, ip);
-  await run.gw(pod, eipAdd(d, { address: ip, prefix: alloc.placement.prefix, gateway: pool.gateway }), d);
+  const pods = await addOnPods(run, active, {
+    gateway,
+    ip,
+    add: (d) => eipAdd(d, { address: ip, prefix: placement.prefix, gateway: pool.gateway }),
+    due,
+  });
+  throwIfNone(pods);
   const policy = validName(eip.status?.qosPolicy);
-  if (policy) await addQos(inv, deps, pod, d, ip, await loadQos(deps, policy));
-  return token;
-}
-
-// ------------------------------------------------------------------------------------------- the gateway clean-up
-
-/**
- * The one gateway clean-up, shared by finalize and delete: takes each address this EIP's uid holds in IPAM off
- * the gateway where it is configured (its recorded placement; `fallbackGateway` only for an allocation recorded
- * before placements existed), with its QoS filters. An address the EIP shows but does not hold is never touched:
- * it belongs to someone else. Skipped for a gateway that no longer exists or while the feature is off (kube-ovn
- * removes the gateway pods then); retried when only the pod is missing.
- */
-async function cleanUpGateway(
-  run: Run,
-  held: readonly Allocation[],
-  o: { fallbackGateway: string | undefined; policies: readonly string[] },
-): Promise<void> {
-  const { deps, inv } = run;
-  const { policies } = o;
-  const byGateway = byPlacedGateway(run.inv, held, o.fallbackGateway);
-  if (byGateway.size === 0) return;
-  const feature = await deps.cluster.natGwFeature();
-  if (!feature.enabled) {
-    inv.log.info('vpc nat gateway feature is off; skipping in-pod cleanup', { reason: feature.reason });
-    return;
+  if (policy) {
+    const qos = await loadQos(deps, policy);
+    for (const pod of pods.carrying.filter((p) => pods.added.has(p.uid)))
+      await addQos(inv, deps, pod, await run.dialect(pod, undefined, gateway), ip, qos);
   }
-  for (const [gw, addresses] of byGateway) {
-    if (!(await deps.cluster.getVpcNatGateway(gw))) {
-      inv.log.info('vpc nat gateway is gone; skipping in-pod cleanup', { gateway: gw });
-      continue;
-    }
-    const pod = await runningGatewayPod(deps, gw);
-    const d = await run.dialect(pod);
-    for (const a of addresses) await takeOffGateway(run, pod, d, a, policies);
-  }
-}
-
-/** The IPv4 allocations by the gateway they are configured on (recorded placement, else `fallbackGateway`). */
-function byPlacedGateway(
-  inv: Invocation,
-  held: readonly Allocation[],
-  fallbackGateway: string | undefined,
-): Map<string, Allocation[]> {
-  const byGateway = new Map<string, Allocation[]>();
-  for (const a of held) {
-    if (a.family !== 4) continue;
-    const gw = a.placement?.gateway ?? fallbackGateway;
-    if (!gw) {
-      inv.log.warn('no gateway known for an address; nothing to clean on a gateway', { address: a.address });
-      continue;
-    }
-    byGateway.set(gw, [...(byGateway.get(gw) ?? []), a]);
-  }
-  return byGateway;
-}
-
-/**
- * eip-del for one address (its prefix from the placement, else from its subnet), then its QoS in the directions its
- * policies use.
- */
-async function takeOffGateway(
-  run: Run,
-  pod: GatewayPod,
-  d: Dialect,
-  a: Allocation,
-  policies: readonly string[],
-): Promise<void> {
-  const { deps, inv } = run;
-  const prefix = a.placement?.prefix ?? (await subnetPrefix(deps, a.subnet));
-  if (prefix === undefined)
-    inv.log.warn('external subnet is gone; cannot build eip-del argument', { address: a.address });
-  else await run.gw(pod, eipDel(d, { address: a.address, prefix }), d);
-  if (policies.length === 0) return;
-  const directions = new Set<QoSDirection>();
-  for (const p of policies) for (const x of await policyDirections(deps, p)) directions.add(x);
-  await removeQos(inv, deps, pod, d, a.address, [...directions]);
-}
-
-/** The IPv4 prefix length of a subnet; undefined when it is gone or has no IPv4. */
-async function subnetPrefix(deps: Deps, name: string): Promise<number | undefined> {
-  const subnet = await deps.cluster.getSubnet(name);
-  const v4 = subnet ? poolsOf(subnet).find((p) => p.family === 4) : undefined;
-  return v4 ? prefixLength(v4) : undefined;
+  if (recordsPods(placement.pods, active))
+    await recordPlacement(run, alloc, { ...placement, pods: carriedBy(pods.carrying) });
+  podsProblem(pods);
+  return newestToken(pods.carrying);
 }

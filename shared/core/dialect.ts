@@ -18,7 +18,6 @@ import {
 import {
   GatewayCommandError,
   GatewayNotReadyError,
-  ReplicatedGatewayError,
   UnsupportedGatewayReleaseError,
 } from '../domain/errors.js';
 import type { VpcNatGateway } from '../domain/kube-ovn.js';
@@ -37,8 +36,9 @@ interface DialectOptions {
 /**
  * The dialect `pod` (of VpcNatGateway `gw`) speaks, for what the caller does with it: `send` (the handlers) or
  * `read` (the audit).
- * @throws UnsupportedGatewayReleaseError naming what was seen; ReplicatedGatewayError for a replicated gateway;
- *   GatewayNotReadyError when its state had to be read before kube-ovn initialised it
+ * Every pod of a replicated gateway is spoken to in its own dialect (docs/adr/0105-ha-gateways.md).
+ * @throws UnsupportedGatewayReleaseError naming what was seen; GatewayNotReadyError when its state had to be read
+ *   before kube-ovn initialised it
  */
 export async function chooseGatewayDialect(
   deps: Pick<Deps, 'cluster' | 'inspector' | 'kubeOvnRelease'>,
@@ -47,7 +47,6 @@ export async function chooseGatewayDialect(
   purpose: Purpose,
   options: DialectOptions = {},
 ): Promise<ReleaseChoice> {
-  refuseReplicated(gw, pod);
   const vng = options.gateway === undefined ? await deps.cluster.getVpcNatGateway(gw) : options.gateway;
   const override = vng?.metadata.annotations?.[RELEASE_ANNOTATION];
   const known = STATES.get(pod.uid);
@@ -66,16 +65,6 @@ export async function chooseGatewayDialect(
     const state = await readGatewayState(deps.inspector, pod, options.signal);
     return chooseDialect({ ...facts, state }, purpose);
   }
-}
-
-/** A gateway of several replicas (master's Deployment: pods owned by a ReplicaSet) is not served yet. */
-function refuseReplicated(gw: string, pod: GatewayPod): void {
-  if (pod.template?.ownerKind !== 'ReplicaSet') return;
-  throw new ReplicatedGatewayError(
-    `gateway pod ${pod.namespace}/${pod.name} of VpcNatGateway ${gw} is owned by a ReplicaSet (a replicated ` +
-      'gateway, kube-ovn master with spec.replicas): configuring every replica is not supported yet; run the ' +
-      'gateway as one replica (docs/compatibility.md)',
-  );
 }
 
 /** One read-only command's result, a non-zero exit included; a failure without an exit status is thrown. */

@@ -18,18 +18,19 @@ import {
   InvalidSpecError,
   NatGwDisabledError,
 } from '../domain/errors.js';
-import { gatewayApp } from '../domain/gateway-pod.js';
 import { DEFAULT_EXTERNAL_SUBNET, type VpcNatGateway } from '../domain/kube-ovn.js';
 import type { NatGwCall } from '../domain/nat-gateway.js';
-import type { Deps, GatewayPod, Pool } from '../ports.js';
+import type { Deps, GatewayPod, NatGwFeature, Placement, Pool } from '../ports.js';
 import { batcherOf } from './batch.js';
 import { checkDeadline, type Invocation } from './invocation.js';
 import { redoneCall } from './redo-coverage.js';
+import { gatewayPodsOf, requireActive } from './replicas.js';
 
 /** @throws NatGwDisabledError when the VPC NAT gateway feature is off (kube-ovn removes the gateway pods then) */
-export async function requireFeature(deps: Deps): Promise<void> {
+export async function requireFeature(deps: Deps): Promise<NatGwFeature> {
   const f = await deps.cluster.natGwFeature();
   if (!f.enabled) throw new NatGwDisabledError(`iptables nat gw not enable: ${f.reason ?? 'disabled'}`);
+  return f;
 }
 
 /** The IPv4 pool of a subnet. @throws DependencyMissingError when it is missing, InvalidSpecError without IPv4 */
@@ -73,35 +74,20 @@ export async function requireAttachedGateway(
   return gateway;
 }
 /**
- * The gateway's pod, from `pods` (a listing the caller already has) or from the API.
- * @throws GatewayNotReadyError when the gateway has no pod, several, or it is not Running with its container ready.
+ * The pods of the gateway the address is placed on, in the namespace recorded with it: every one found, and the
+ * active ones (docs/adr/0105-ha-gateways.md). No pod because the gateway itself is gone: the address is on no gateway
+ * until it is back (a DependencyMissingError, not a retry).
+ * @throws GatewayNotReadyError when no pod is active
  */
-export async function runningGatewayPod(
+export async function podsWhereConfigured(
   deps: Deps,
-  gw: string,
-  pods?: readonly GatewayPod[],
-): Promise<GatewayPod> {
-  let pod: GatewayPod | undefined;
-  if (pods) {
-    const matches = pods.filter((p) => p.app === gatewayApp(gw));
-    if (matches.length > 1) throw new GatewayNotReadyError(`too many pods for vpc nat gateway ${gw}`);
-    pod = matches[0];
-  } else {
-    pod = await deps.cluster.findGatewayPod(gw);
-  }
-  if (!pod) throw new GatewayNotReadyError(`pod of vpc nat gateway ${gw} not found`);
-  if (pod.phase !== 'Running' || pod.container?.ready === false)
-    throw new GatewayNotReadyError(`pod ${pod.namespace}/${pod.name} is not active now (phase ${pod.phase})`);
-  return pod;
-}
-
-/**
- * The pod of the gateway the address is configured on. No pod because the gateway itself is gone: the address is
- * on no gateway until it is back (a DependencyMissingError, not a retry).
- */
-export async function podWhereConfigured(deps: Deps, gateway: string, ip: string): Promise<GatewayPod> {
+  placement: Pick<Placement, 'gateway' | 'namespace'>,
+  ip: string,
+): Promise<{ found: GatewayPod[]; active: GatewayPod[] }> {
+  const { gateway } = placement;
+  const found = await gatewayPodsOf(deps, gateway, placement.namespace);
   try {
-    return await runningGatewayPod(deps, gateway);
+    return { found, active: requireActive(gateway, found) };
   } catch (e) {
     if (e instanceof GatewayNotReadyError && !(await deps.cluster.getVpcNatGateway(gateway)))
       throw new DependencyMissingError(`vpc nat gateway ${gateway} not found; ${ip} is configured on it`, {
@@ -111,6 +97,7 @@ export async function podWhereConfigured(deps: Deps, gateway: string, ip: string
     throw e;
   }
 }
+
 /**
  * Runs one call the dialect built. A failure the gateway will give every time (classifyFailure, on the script's
  * real messages: docs/adr/0077-gateway-refusals-from-recorded-messages.md) is a GatewayRefusedError naming the

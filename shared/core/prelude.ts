@@ -40,12 +40,13 @@ export class Run {
   }
   /**
    * The dialect a gateway pod is spoken to in (./dialect.ts), chosen once per pod in this invocation.
-   * `gateway`: its VpcNatGateway when the caller has read it.
+   * `gateway`: its VpcNatGateway when the caller has read it; `name`: the gateway's name when the caller knows it
+   * (a pod's app label tells it only under the default name prefix).
    */
-  async dialect(pod: GatewayPod, gateway?: VpcNatGateway | null): Promise<Dialect> {
+  async dialect(pod: GatewayPod, gateway?: VpcNatGateway | null, name?: string): Promise<Dialect> {
     const known = this.dialects.get(pod.uid);
     if (known) return known;
-    const gw = gateway?.metadata.name ?? gatewayOfApp(pod.app);
+    const gw = gateway?.metadata.name ?? name ?? gatewayOfApp(pod.app);
     if (!gw) throw new GatewayNotReadyError(`pod ${pod.namespace}/${pod.name} has no gateway app label`);
     const choice = await chooseGatewayDialect(this.deps, gw, pod, 'send', {
       ...(gateway !== undefined && { gateway }),

@@ -36,7 +36,8 @@ interface Coverage {
   failed: ReadonlyMap<string, unknown>;
 }
 
-const coverages = new WeakMap<Invocation, Coverage>();
+/** By invocation, then by pod (an invocation on a replicated gateway may redo several pods). */
+const coverages = new WeakMap<Invocation, Map<string, Coverage>>();
 
 /**
  * Lets `inv` skip the calls `record` says its container run's redo made; `failed`: calls of its own EIP that failed
@@ -48,7 +49,12 @@ export function coverByRedo(
   record: RedoRecord,
   failed: ReadonlyMap<string, unknown> = new Map(),
 ): void {
-  coverages.set(inv, {
+  let byPod = coverages.get(inv);
+  if (!byPod) {
+    byPod = new Map();
+    coverages.set(inv, byPod);
+  }
+  byPod.set(podName(pod), {
     pod: podName(pod),
     run: containerRun(pod),
     done: new Set(record.done),
@@ -67,8 +73,8 @@ export function redoneCall(
   pod: GatewayPod,
   call: NatGwCall,
 ): { done: true } | { done: false; error: unknown } | undefined {
-  const c = coverages.get(inv);
-  if (!c || c.pod !== podName(pod) || c.run !== containerRun(pod)) return undefined;
+  const c = coverages.get(inv)?.get(podName(pod));
+  if (!c || c.run !== containerRun(pod)) return undefined;
   const address = ruleAddress(call.args[0] ?? '');
   if (c.own.has(address)) return undefined;
   const key = doneKey(call);

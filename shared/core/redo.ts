@@ -34,13 +34,21 @@ const SWEEP_HOLD_MS = 60_000;
 const records = new WeakMap<object, Map<string, RedoRecord>>();
 
 /**
- * For an update that re-adds its address because the gateway's container run changed: makes sure this run's redo of
- * the whole gateway happened — sweeping it when nobody has — and lets the invocation skip what it re-applied.
- * Without a RedoLedger or IPAM's heldAt, nothing (every EIP redoes its own).
+ * For an update that re-adds its address because the pod's container run changed (or the pod is new to it): makes
+ * sure this run's redo of the pod happened — sweeping it when nobody has — and lets the invocation skip what it
+ * re-applied. Each pod of a replicated gateway is swept on its own: a restarted pod alone, the others untouched
+ * (docs/adr/0105-ha-gateways.md). `gateway`: the gateway's name (the pod's app label tells it only under the
+ * default prefix). Without a RedoLedger or IPAM's heldAt, nothing (every EIP redoes its own).
  */
-export async function redoGateway(run: Run, pod: GatewayPod, d: Dialect, ip: string): Promise<void> {
+export async function redoGateway(
+  run: Run,
+  pod: GatewayPod,
+  d: Dialect,
+  ip: string,
+  gatewayName?: string,
+): Promise<void> {
   const { deps, inv } = run;
-  const gateway = gatewayOfApp(pod.app);
+  const gateway = gatewayName ?? gatewayOfApp(pod.app);
   if (!deps.redoLedger || !deps.ipam.heldAt || !gateway) return;
   const runId = containerRun(pod);
   let record = knownRecord(deps, pod, runId) ?? (await deps.redoLedger.get(podName(pod)));

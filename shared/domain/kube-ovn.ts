@@ -3,7 +3,7 @@
  * and finalizers (the CRDs are in infra/crds/). Only the fields this product touches are typed; everything
  * else a real object carries passes through untouched.
  */
-import type { GatewayPodTemplate } from './gateway-pod.js';
+import { type GatewayPodTemplate, NAME_PREFIX_KEY } from './gateway-pod.js';
 
 export const GROUP = 'kubeovn.io';
 export const VERSION = 'v1';
@@ -237,7 +237,7 @@ export function externalNetworkOf(eip: Pick<IptablesEip, 'spec'>): string {
 export function natGwFeatureOf(
   enable: Record<string, string> | undefined,
   image: Record<string, string> | undefined,
-): { enabled: boolean; reason?: string } {
+): { enabled: boolean; reason?: string; namePrefix?: string } {
   if (!enable) return { enabled: false, reason: `configMap "${NatGwConfigMap.enable}" not configured` };
   if (enable[NatGwConfigMap.enableKey] === 'false')
     return {
@@ -251,5 +251,7 @@ export function natGwFeatureOf(
     };
   if (!Object.hasOwn(image, NatGwConfigMap.imageKey))
     return { enabled: false, reason: `${NatGwConfigMap.image} should have ${NatGwConfigMap.imageKey} field` };
-  return { enabled: true };
+  // The gateway workloads' name prefix, when the ConfigMap names one (kube-ovn 1.13+; namePrefixOf applies it).
+  const namePrefix = image[NAME_PREFIX_KEY];
+  return namePrefix ? { enabled: true, namePrefix } : { enabled: true };
 }

@@ -242,12 +242,18 @@ describe('add', () => {
     expect(w.ipam.allocations.size).toBe(1);
   });
 
-  it('throws a retryable error when two pods claim to be the gateway, before anything is configured', async () => {
+  it("configures every pod that carries the gateway's labels (a leftover workload's pod is a replica too)", async () => {
     const w = world();
-    w.cluster.putPod({ ...w.pod(), name: 'vpc-nat-gw-gw1-0-copy', uid: 'other' });
+    const copy = { ...w.pod(), name: 'vpc-nat-gw-gw1-0-copy', uid: 'other' };
+    w.cluster.putPod(copy);
     w.eip('eip-a');
-    await expect(w.run('add', 'eip-a')).rejects.toThrow(/too many pods for vpc nat gateway gw1/);
-    expect(w.gateway.calls).toEqual([]);
+    expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied', ip: '172.18.0.2' });
+    expect(w.gateway.calls.map((c) => `${c.pod} ${c.op}`)).toEqual([
+      'vpc-nat-gw-gw1-0 eip-add',
+      'vpc-nat-gw-gw1-0-copy eip-add',
+    ]);
+    expect(w.net1(copy)).toContain('172.18.0.2/24');
+    expect(w.net1()).toContain('172.18.0.2/24');
   });
 
   it('gives a deleted-and-recreated EIP with the same name its own allocation', async () => {

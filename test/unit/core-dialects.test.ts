@@ -214,13 +214,13 @@ describe('which dialect a gateway gets', () => {
     expect(w.gateway.calls).toEqual([]);
   });
 
-  it('a replicated gateway (pods owned by a ReplicaSet, kube-ovn master) is refused until it runs as one pod', async () => {
+  it("a replicated gateway (pods owned by a ReplicaSet, kube-ovn master) is served: its pod speaks its image's dialect", async () => {
     const w = world();
-    withTemplate(w, { image: 'docker.io/kubeovn/vpc-nat-gateway:v1.17.0', ownerKind: 'ReplicaSet' });
+    withTemplate(w, { ...w.pod().template, ownerKind: 'ReplicaSet' });
     w.eip('eip-a');
-    expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'rejected', code: 'ReplicatedGateway' });
-    expect(condition(w, 'eip-a', 'Ready')?.message).toContain('owned by a ReplicaSet');
-    expect(w.gateway.calls).toEqual([]);
+    expect(await w.run('add', 'eip-a')).toMatchObject({ status: 'applied' });
+    expect(condition(w, 'eip-a', 'Ready')?.status).toBe('True');
+    expect(w.gateway.calls.map((c) => c.op)).toEqual(['eip-add']);
   });
 });
 

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { GatewayNotReadyError } from '../../shared/domain/errors.js';
 import { FINALIZER, Label, LEGACY_FINALIZER } from '../../shared/domain/kube-ovn.js';
 import { type World, world } from '../support/world.js';
 
@@ -102,25 +101,38 @@ describe('update: deletion branch', () => {
     expect(w.get('eip-a')).toBeUndefined();
   });
 
-  it('skips in-pod cleanup while the NAT gateway feature is off (kube-ovn removed the gateways), and still releases', async () => {
+  it("cleans the pods still listed while the NAT gateway feature is off (master's pods outlive it), and releases", async () => {
     const w = world();
     await ready(w, 'eip-a');
+    const ip = w.get('eip-a')!.status!.ip!;
     w.cluster.enableNatGw(false);
     w.cluster.deleteEip('eip-a');
     expect(await w.run('update', 'eip-a', 'deletion-requested')).toMatchObject({ status: 'applied' });
-    expect(w.gateway.calls).toEqual([]);
+    expect(w.gateway.calls.filter((c) => c.op === 'eip-del')).toHaveLength(1);
+    expect(w.net1().some((a) => a.startsWith(`${ip}/`))).toBe(false);
     expect(w.ipam.allocations.size).toBe(0);
     expect(w.get('eip-a')).toBeUndefined();
   });
 
-  it('retries while the VpcNatGateway exists but its pod is missing, keeping finalizer and allocation', async () => {
+  it('with the feature off and the pods gone (kube-ovn removed the StatefulSet), nothing to clean: released', async () => {
+    const w = world();
+    await ready(w, 'eip-a');
+    w.cluster.enableNatGw(false);
+    w.cluster.pods.clear();
+    w.cluster.deleteEip('eip-a');
+    expect(await w.run('update', 'eip-a', 'deletion-requested')).toMatchObject({ status: 'applied' });
+    expect(w.gateway.calls.filter((c) => c.op === 'eip-del')).toEqual([]);
+    expect(w.get('eip-a')).toBeUndefined();
+  });
+
+  it('does not wait for a missing pod (its state went with it): finalizer removed, address released (kubeovn/kube-ovn#7100)', async () => {
     const w = world();
     await ready(w, 'eip-a');
     w.cluster.pods.clear();
     w.cluster.deleteEip('eip-a');
-    await expect(w.run('update', 'eip-a', 'deletion-requested')).rejects.toBeInstanceOf(GatewayNotReadyError);
-    expect(w.get('eip-a')?.metadata.finalizers).toEqual([FINALIZER]);
-    expect(w.ipam.allocations.size).toBe(1);
+    expect(await w.run('update', 'eip-a', 'deletion-requested')).toMatchObject({ status: 'applied' });
+    expect(w.get('eip-a')).toBeUndefined();
+    expect(w.ipam.allocations.size).toBe(0);
   });
 
   it("removes our finalizer and the legacy one, and leaves other controllers' finalizers alone", async () => {
