@@ -142,15 +142,14 @@ async function provision(run: Run, eip0: IptablesEip): Promise<Outcome> {
     ip: v4.address,
     redo: newestToken(pods.carrying)!,
     qos: q,
-    ...(viewPods(need.pods, pods) && { pods: viewPods(need.pods, pods)! }),
+    pods: viewPods(need.pods, pods),
   });
   const problem = q.problem ?? podsProblem(pods);
   return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, v4.address);
 }
 
-/** What the status tells of the pods: on a gateway of several pods, or when a pod lacks the address. */
-function viewPods(found: readonly GatewayPod[], pods: PodsState): PodsView | undefined {
-  if (found.filter((p) => !p.terminating).length <= 1 && pods.failed.length === 0) return undefined;
+/** What the status tells of the pods (GatewayPods on a gateway of several; Ready while a pod lacks the address). */
+function viewPods(found: readonly GatewayPod[], pods: PodsState): PodsView {
   return { found, carrying: pods.carrying, failed: lackingPods(pods) };
 }
 
@@ -300,13 +299,12 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
   const eip = await updateEipMeta(deps, name, eip0, (e) => maintainedMeta(e, facts));
   if (!eip) return { status: 'skipped', eip: name, reason: 'deleted while being updated' };
   if (eip.metadata.resourceVersion !== eip0.metadata.resourceVersion) run.did('metadata');
-  const view = viewPods(found, pods);
   await writeConfiguredStatus(run, eip, {
     ip,
     redo: newestToken(pods.carrying)!,
     qos: q,
     ...(refused && { refusal: refused }),
-    ...(view && { pods: view }),
+    pods: viewPods(found, pods),
   });
   const problem = refused ?? q.problem ?? podsProblem(pods);
   return problem ? rejectedAfterConfiguring(run, eip, problem) : run.outcome(name, ip);
