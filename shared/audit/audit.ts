@@ -4,25 +4,23 @@
  * Decisions: docs/adr/0037-gateway-inspection.md, 0038-drift-model.md, 0039-drift-repair.md.
  */
 
-import { batcherOf } from '../core/batch.js';
-import { chooseGatewayDialect } from '../core/dialect.js';
 import { type Invocation, withLease } from '../core/invocation.js';
 import { updateEip } from '../core/operations.js';
 import type { Outcome } from '../core/outcome.js';
 import { validateQos } from '../core/qos.js';
 import { ConditionType, setCondition, statusChanges } from '../core/view.js';
 import { poolsOf } from '../domain/addressing.js';
-import { eipDel, qosRemove } from '../domain/dialect/index.js';
 import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
 import { externalNetworkOf, type IptablesEip } from '../domain/kube-ovn.js';
 import type { Reason } from '../events.js';
 import type { Deps, Pool } from '../ports.js';
 import { type GatewayInspector, type GatewayState, inspectGateway } from './inspect.js';
+import { auditInvocation as invocation } from './invocation.js';
 import { repairLeaks } from './leaks.js';
-import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift } from './model.js';
-import { findPodSets, notReadable, podAgain } from './pods.js';
-import type { AddressRecord, AuditStore } from './ports.js';
-import { forgetPods } from './redo-pods.js';
+import { type AuditOptions, type AuditSnapshot, type Drift, findDrift } from './model.js';
+import { repairOrphans } from './orphans.js';
+import { findPodSets, notReadable } from './pods.js';
+import type { AuditStore } from './ports.js';
 import { repairFilters } from './strip.js';
 
 export interface AuditDeps extends Deps {
@@ -281,25 +279,37 @@ async function repairEip(
   { uid, reason, drift }: EipRepair,
   o: { dry: boolean; note: Note },
 ): Promise<void> {
-  const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
+  // A redo on the pods found without it, one update each, the event naming the pod (ADR 0120); none named: the
+  // gateway's every pod, as a restart asks (a single-pod gateway).
+  const pods = new Map(drift.filter((d) => d.repair === 'redo' && d.podUid).map((d) => [d.podUid!, d.pod!]));
+  if (reason !== 'gateway-restarted' || pods.size === 0) {
+    await repairEipOnce(deps, { name, uid, reason, drift }, o);
+    return;
+  }
+  for (const [podUid, pod] of pods) {
+    const mine = drift.filter((d) => d.podUid === podUid || d.repair !== 'redo');
+    await repairEipOnce(deps, { name, uid, reason, drift: mine, pod: { uid: podUid, name: pod } }, o);
+  }
+}
+
+/** One core update of the EIP (on one pod, when `pod` is named), noted; its failure handled by eipRepairFailed. */
+async function repairEipOnce(
+  deps: AuditDeps,
+  r: EipRepair & { name: string; pod?: { uid: string; name: string } },
+  o: { dry: boolean; note: Note },
+): Promise<void> {
+  const { name, uid, reason, drift, pod } = r;
   const main = drift.find((d) => d.repair === 'redo') ?? drift[0]!;
-  const pods = [...new Set(drift.filter((d) => d.repair === 'redo' && d.pod).map((d) => d.pod!))];
-  const where = pods.length ? `on pod${pods.length > 1 ? 's' : ''} ${pods.join(', ')}` : 'on the gateway';
+  const where = pod ? `on pod ${pod.name}` : 'on the gateway';
   const verb = reason === 'gateway-restarted' ? `re-add ${where} and rewrite status` : 'resync';
+  const action = `${verb} (update, reason ${reason})`;
   if (o.dry) {
-    const action = `${verb} (update)`;
+    const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
     o.note({ kind: main.kind, target: name, action, result: 'planned', detail: kinds });
     return;
   }
-  let inv = invocation(deps, name, uid, reason);
-  let action = `${verb} (update, reason ${reason})`;
+  const inv = invocation(deps, name, uid, reason, pod?.uid);
   try {
-    // Only the pods found without it: their entries leave the per-pod record, the core configures those (ADR 0120).
-    if (reason === 'gateway-restarted') {
-      const redo = await forgetPods(deps, inv, drift);
-      inv = invocation(deps, name, uid, redo.reason);
-      action = `${verb} (update, reason ${redo.reason}${redo.forgot.length ? `; placement no longer names ${redo.forgot.join(', ')}` : ''})`;
-    }
     const outcome = await updateEip(inv, deps);
     const result =
       outcome.status === 'rejected' ? 'failed' : outcome.status === 'skipped' ? 'skipped' : 'done';
@@ -359,108 +369,6 @@ async function repairLeases(
       ...(!ok && { detail: 'taken over or given back meanwhile' }),
     });
   }
-}
-
-async function repairOrphans(
-  deps: AuditDeps,
-  report: AuditReport,
-  o: { dry: boolean; grace: number; note: Note },
-): Promise<void> {
-  const now = deps.clock.now();
-  const orphans = report.drift.filter((d) => d.kind === 'orphan-address' && d.repair === 'remove-orphan');
-  // Sightings are kept per gateway and address: the first pod seen with it starts the clock for all of them.
-  for (const gateway of new Set(report.gateways.map((g) => g.gateway))) {
-    const seen = await deps.store.sightings(gateway);
-    const current = orphans.filter((d) => d.gateway === gateway);
-    // Sightings of addresses that are no longer orphans are forgotten, so a later orphan starts its own clock.
-    const gone = [...seen.keys()].filter((address) => !current.some((d) => d.address === address));
-    if (!o.dry) for (const address of gone) await deps.store.forgetSighting(gateway, address);
-    // An address removed from every pod that had it is forgotten (one still on a replica keeps its first sighting).
-    const left = new Set<string>();
-    const removed = new Set<string>();
-    for (const d of current)
-      ((await repairOrphan(deps, { gateway, seen, now }, d, o)) ? removed : left).add(d.address!);
-    for (const address of [...removed].filter((a) => !left.has(a)))
-      await deps.store.forgetSighting(gateway, address);
-  }
-}
-
-/** Why an orphan is known to be older than the grace period (released, or first seen, long enough ago), if it is. */
-function orphanEvidence(record: AddressRecord, firstSeen: number | undefined, now: number, grace: number) {
-  if (record.state === 'released' && record.releasedAt <= now - grace)
-    return `released ${ago(now - record.releasedAt)} ago`;
-  if (firstSeen !== undefined && firstSeen <= now - grace) return `first seen ${ago(now - firstSeen)} ago`;
-  return undefined;
-}
-
-/** One orphan address on one pod of gateway `at.gateway`: skipped when claimed meanwhile, waiting, or removed there. */
-async function repairOrphan(
-  deps: AuditDeps,
-  at: { gateway: string; seen: Map<string, number>; now: number },
-  d: Drift,
-  o: { dry: boolean; grace: number; note: Note },
-): Promise<boolean> {
-  const { gateway, seen, now } = at;
-  const address = d.address!;
-  const target = `${address}/${d.prefix} on ${gateway}${d.pod ? ` (pod ${d.pod})` : ''}`;
-  const orphan = (a: Omit<RepairAction, 'kind' | 'target'>) =>
-    o.note({ kind: 'orphan-address', target, ...a });
-  const record = await deps.store.addressRecord(d.subnet!, address);
-  if (record.state === 'held') {
-    orphan({ action: 'remove', result: 'skipped', detail: 'claimed since the audit read the table' });
-    return false;
-  }
-  // With no grace at all (an operator's explicit choice), this sighting is enough.
-  const firstSeen = seen.get(address) ?? (o.grace === 0 ? now : undefined);
-  const evidence = orphanEvidence(record, firstSeen, now, o.grace);
-  if (!evidence) {
-    if (!o.dry && firstSeen === undefined) {
-      await deps.store.recordSighting(gateway, address, now);
-      seen.set(address, now); // the same address on another replica: the same first sighting
-    }
-    const since = firstSeen ?? now;
-    orphan({
-      action: 'remove',
-      result: 'waiting',
-      detail: `first seen ${ago(now - since)} ago, grace ${ago(o.grace)}: removable by an audit ${ago(since + o.grace - now)} from now or later`,
-    });
-    return false;
-  }
-  const action = 'remove (eip-del, QoS deletions)';
-  if (o.dry) {
-    orphan({ action, result: 'planned', detail: evidence });
-    return false;
-  }
-  try {
-    const pod = await podAgain(deps, gateway, d.pod, d.podUid);
-    if (!pod) throw new GatewayNotReadyError(`pod ${d.pod} of gateway ${gateway} is gone or terminating`);
-    const { dialect } = await chooseGatewayDialect(deps, gateway, pod, 'send');
-    // Through the container's gateway batching, under the pod's gateway lease like every exec (ADR 0110).
-    const inv = invocation(deps, address, `orphan:${address}`, 'manual');
-    for (const call of [eipDel(dialect, { address, prefix: d.prefix! }), ...qosRemove(dialect, address)])
-      await batcherOf(deps).exec(inv, pod, call, dialect);
-    orphan({ action, result: 'done', detail: evidence });
-    return true;
-  } catch (e) {
-    orphan({ action: 'remove', result: 'failed', detail: (e as Error).message });
-    return false;
-  }
-}
-
-function invocation(deps: Deps, name: string, uid: string, reason: Reason): Invocation {
-  const now = deps.clock.now();
-  return {
-    event: {
-      version: 1,
-      id: `audit:${uid}:${now}`,
-      handler: 'update',
-      reason,
-      object: { kind: 'IptablesEIP', name, uid },
-    },
-    signal: AbortSignal.timeout(60_000),
-    deadline: now + 60_000,
-    log: deps.log.child({ eip: name, audit: true }),
-  };
 }
 
 /** Ready=false with a condition saying why; the core's next update treats it as a redo request. */

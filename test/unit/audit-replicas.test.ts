@@ -1,8 +1,8 @@
 /**
  * The audit on a replicated gateway (docs/adr/0120-audit-reads-every-replica.md), on the in-memory world: every
  * active pod read on its own, each finding naming its pod, each repair acting on that pod only (the audit's own
- * removals of an orphan or a filter put on by hand; the core's re-add of an address or a rate, told which pod by the
- * per-pod placement). The EIPs are made Ready by the core on the gateway's first pod, then the other replicas get the
+ * removals of an orphan or a filter put on by hand; the core's re-add of an address or a rate, asked for that pod by
+ * the event's `pod`). The EIPs are made Ready by the core on the gateway's first pod, then the other replicas get the
  * same calls and the placement records every pod (`recordPods`), the state ADR 0105's core leaves a replicated
  * gateway in. A gateway in another namespace under another name prefix is set up by hand. The same on the lab's
  * kube-ovn master: test/e2e/audit-replicas.test.ts.
@@ -258,7 +258,7 @@ describe('the audit reads every replica of a gateway', () => {
     expect([...inspector.perPod.keys()].sort()).toEqual([p0.name, p1.name]);
   });
 
-  it('the repair of an address missing on one replica re-adds it on that pod alone (no exec on the others), its entry dropped from the placement and recorded again', async () => {
+  it('the repair of an address missing on one replica re-adds it on that pod alone (no exec on the others), the placement naming all three again', async () => {
     const { w, deps, ip, pods } = await setup(3);
     await recordPods(w, pods, ip.b!);
     sh(w, pods[1]!, 'ip', 'addr', 'del', `${ip.b}/24`, 'dev', 'net1');
