@@ -85,13 +85,19 @@ describe('listGatewayPods on the Kubernetes adapter', () => {
 
   it('costs one list of VpcNatGateways and one list of pods per namespace, the gateways reused within the cache period', async () => {
     const cached = createK8sCluster({ kubeConfig: w.kc, namespace: NS, cacheTtlMs: 60_000 });
-    const count = (path: string) =>
-      w.api.requests.all().filter((r) => r.method === 'GET' && r.path.includes(path)).length;
-    const before = { gws: count(`/${Plural.gateway}`), pods: count('/pods') };
+    // The adapter's own requests (the stand-ins list pods too).
+    const count = (re: RegExp) =>
+      w.api.requests
+        .all()
+        .filter((r) => r.method === 'GET' && r.headers['user-agent'] === 'eip-lambdas' && re.test(r.path))
+        .length;
+    const gwList = new RegExp(`/${Plural.gateway}$`);
+    const podList = /^\/api\/v1\/namespaces\/[^/]+\/pods$/;
+    const before = { gws: count(gwList), pods: count(podList) };
     await cached.listGatewayPods();
     await cached.listGatewayPods();
-    expect(count(`/${Plural.gateway}`) - before.gws).toBe(1);
-    expect(count('/pods') - before.pods).toBe(4); // two namespaces, twice
+    expect(count(gwList) - before.gws).toBe(1);
+    expect(count(podList) - before.pods).toBe(4); // two namespaces, twice
   });
 
   it("the garbage collector reserves every replica's own net1 address, in each namespace", async () => {
