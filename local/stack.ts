@@ -303,6 +303,7 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
         deadLetters: () => sink.deadLetters(),
         outcomes: () => outcomes.list(),
         drift: () => maintenance.last(),
+        gatewayPods: () => deps.cluster.listGatewayPods(),
         port: options.dashboardPort,
         kubeOvnRelease: release,
       });

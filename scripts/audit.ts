@@ -56,10 +56,18 @@ function usage(message: string): never {
 }
 
 function printReport(r: AuditReport, out: (s: string) => void): void {
-  const gws = r.gateways
-    .map((g) => `${g.gateway}: ${g.addresses} addresses, ${g.filters} tc filters`)
+  // One pod: `gw1: 2 addresses, 2 tc filters`; a replicated gateway: each pod read (ADR 0120).
+  const byGateway = new Map<string, AuditReport['gateways']>();
+  for (const g of r.gateways) byGateway.set(g.gateway, [...(byGateway.get(g.gateway) ?? []), g]);
+  const sizes = (g: AuditReport['gateways'][number]) => `${g.addresses} addresses, ${g.filters} tc filters`;
+  const gws = [...byGateway]
+    .map(([gw, pods]) =>
+      pods.length === 1
+        ? `${gw}: ${sizes(pods[0]!)}`
+        : `${gw}: ${pods.length} pods (${pods.map((p) => `${p.pod}: ${sizes(p)}`).join(', ')})`,
+    )
     .join('; ');
-  const summary = `${r.eips} EIPs, ${r.allocations} allocations, ${r.leases} leases, ${r.gateways.length} gateways read${gws ? ` (${gws})` : ''}`;
+  const summary = `${r.eips} EIPs, ${r.allocations} allocations, ${r.leases} leases, ${byGateway.size} gateways read${gws ? ` (${gws})` : ''}`;
   if (r.drift.length === 0) {
     out(`clean: ${summary}; no drift`);
     return;

@@ -12,11 +12,13 @@ import { paginateScan } from '@aws-sdk/client-dynamodb';
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { build } from 'esbuild';
 import type { RepairAction } from '../../shared/audit/audit.js';
+import type { DriftRepairSummary } from '../../shared/audit/live.js';
 import type { Drift } from '../../shared/audit/model.js';
 import type { Outcome } from '../../shared/core/outcome.js';
 import { capacity, hostCount, poolsOf } from '../../shared/domain/addressing.js';
 import {
   externalNetworkOf,
+  type GatewayPod,
   GROUP,
   type IptablesEip,
   type Subnet,
@@ -24,6 +26,7 @@ import {
   type VpcNatGateway,
 } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
+import { eipPods, gatewayPodRows } from './pods.js';
 import { localWidgets, type MetricRecorder } from './recorder.js';
 import type { DashboardState, EipRow, OutcomeRow, SubnetUse } from './state.js';
 
@@ -38,7 +41,12 @@ export interface DeadLetterRow {
 
 /** The last run of the drift check and repair (shared/audit), or that it failed. */
 export type DriftCheck = { at: string } & (
-  | { drift: Drift[]; actions: RepairAction[]; failed?: undefined }
+  | {
+      drift: Drift[];
+      actions: RepairAction[];
+      gateways?: DriftRepairSummary['gateways'];
+      failed?: undefined;
+    }
   | { failed: true }
 );
 
@@ -51,6 +59,8 @@ export interface DashboardOptions {
   outcomes: () => readonly OutcomeRow[];
   /** The last drift check, when one has run. */
   drift?: () => DriftCheck | undefined;
+  /** Every gateway pod, in every namespace the gateways are in (the handlers' Cluster.listGatewayPods). */
+  gatewayPods?: () => Promise<GatewayPod[]>;
   /** Port on 127.0.0.1 (0 = a free one). */
   port?: number;
   /** The kube-ovn release the lab plays, shown in the header. */
@@ -129,7 +139,8 @@ const html = (release: string | undefined): string => `<!doctype html>
 <body>
 <header><h1>eip-lambdas <span class="sub">local dashboard</span>${release ? ` <span class="sub" id="kube-ovn">kube-ovn ${escapeHtml(release)}</span>` : ''}</h1><p id="status" role="status" aria-live="polite">loading…</p></header>
 <main>
-<section aria-labelledby="eips-h"><h2 id="eips-h">IptablesEIPs</h2><div class="scroll" tabindex="0"><table id="eips"><caption class="sr">IptablesEIPs, their address, gateway, QoS policy and readiness</caption><thead><tr><th scope="col">name</th><th scope="col">IP</th><th scope="col">gateway</th><th scope="col">QoS policy</th><th scope="col">Ready</th><th scope="col">last transition</th></tr></thead><tbody></tbody></table></div></section>
+<section aria-labelledby="eips-h"><h2 id="eips-h">IptablesEIPs</h2><div class="scroll" tabindex="0"><table id="eips"><caption class="sr">IptablesEIPs, their address, gateway, QoS policy and readiness</caption><thead><tr><th scope="col">name</th><th scope="col">IP</th><th scope="col">gateway</th><th scope="col">QoS policy</th><th scope="col">Ready</th><th scope="col">last transition</th><th scope="col">on gateway pods (last check)</th></tr></thead><tbody></tbody></table></div></section>
+<section aria-labelledby="pods-h"><h2 id="pods-h">Gateway pods</h2><div class="scroll" tabindex="0"><table id="gateway-pods"><caption class="sr">Every pod of every NAT gateway: where it runs, its container run and redo token, its kube-ovn release, and how many EIP addresses the last drift check read on it</caption><thead><tr><th scope="col">pod</th><th scope="col">gateway</th><th scope="col">namespace</th><th scope="col">phase</th><th scope="col">container</th><th scope="col">restarts</th><th scope="col">redo token</th><th scope="col">release</th><th scope="col">EIP addresses</th></tr></thead><tbody></tbody></table></div></section>
 <section aria-labelledby="subnets-h"><h2 id="subnets-h">External subnets</h2><div id="subnets"></div></section>
 <section aria-labelledby="dl-h"><h2 id="dl-h">Dead letters</h2><div class="scroll" tabindex="0"><table id="dead-letters"><caption class="sr">Events that failed every retry, with their last error</caption><thead><tr><th scope="col">parked at</th><th scope="col">handler</th><th scope="col">EIP</th><th scope="col">reason</th><th scope="col">attempts</th><th scope="col">error</th></tr></thead><tbody></tbody></table></div></section>
 <section aria-labelledby="drift-h"><h2 id="drift-h">Gateway drift (last check)</h2><p id="drift-note" class="note"></p><div class="scroll" tabindex="0"><table id="drift"><caption class="sr">Drift found by the last check of the gateways against the allocations and the EIPs</caption><thead><tr><th scope="col">kind</th><th scope="col">EIP or address</th><th scope="col">what it means</th><th scope="col">repair</th></tr></thead><tbody></tbody></table></div></section>
@@ -172,7 +183,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const now = Date.now();
     options.recorder.prune();
     const errors: string[] = [];
-    const [eips, subnets, gateways, held] = await Promise.all([
+    const [eips, subnets, gateways, held, pods] = await Promise.all([
       list<IptablesEip>('iptables-eips').catch((e: unknown) => {
         errors.push(`EIPs: ${String(e)}`);
         return [];
@@ -183,7 +194,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         errors.push(`allocations: ${String(e)}`);
         return new Map<string, number>();
       }),
+      (options.gatewayPods?.() ?? Promise.resolve([])).catch((e: unknown) => {
+        errors.push(`gateway pods: ${String(e)}`);
+        return [] as GatewayPod[];
+      }),
     ]);
+    const check = options.drift?.();
+    const read = check && !check.failed ? check.gateways : undefined;
     const external = new Set<string>([
       ...eips.map((e) => externalNetworkOf(e)),
       ...gateways.flatMap((g) => g.spec.externalSubnets ?? []),
@@ -226,6 +243,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
           qosPolicy: e.status?.qosPolicy ?? e.spec.qosPolicy ?? '',
           ready: e.status?.ready === true,
           lastTransition: last ? `${last.lastTransitionTime} (${last.type}=${last.status})` : '',
+          pods: eipPods(e, read),
         };
       })
       .sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -238,7 +256,6 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       error: d.error,
     }));
     const widgets = localWidgets(options.recorder.all(), now);
-    const check = options.drift?.();
     const drift = check
       ? {
           at: check.at,
@@ -261,6 +278,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       at: new Date(now).toISOString(),
       errors,
       eips: eipRows,
+      gatewayPods: gatewayPodRows(pods, read),
       subnets: subnetUse,
       deadLetters,
       outcomes: options.outcomes(),

@@ -62,6 +62,29 @@ export interface EipRow {
   qosPolicy: string;
   ready: boolean;
   lastTransition: string;
+  /**
+   * Each pod of its gateway the last drift check read, `<namespace>/<name>`, and whether its address was on that
+   * pod's external interface; empty before a check, or when the EIP has no address.
+   */
+  pods: { pod: string; carries: boolean }[];
+}
+
+/** One pod of a NAT gateway, as the API lists it and the last drift check read it. */
+export interface GatewayPodRow {
+  gateway: string;
+  namespace: string;
+  name: string;
+  phase: string;
+  terminating: boolean;
+  /** The vpc-nat-gw container: `running` (ready), `not ready`, or `none` (no status yet). */
+  container: 'running' | 'not ready' | 'none';
+  restarts: number;
+  /** The redo token of its current container run (ADR 0003): when the container last started. */
+  token: string;
+  /** The kube-ovn release line the last check read it as, else its image's tag. */
+  release: string;
+  /** How many EIP addresses it carried when the last check read it; undefined when it was not read. */
+  carries?: number;
 }
 
 export interface OutcomeRow {
@@ -92,6 +115,8 @@ export interface DashboardState {
   at: string;
   errors: string[];
   eips: EipRow[];
+  /** Every gateway pod, by gateway then name. */
+  gatewayPods: GatewayPodRow[];
   subnets: SubnetUse[];
   deadLetters: DeadLetterView[];
   outcomes: readonly OutcomeRow[];

@@ -4,23 +4,23 @@
  * Decisions: docs/adr/0037-gateway-inspection.md, 0038-drift-model.md, 0039-drift-repair.md.
  */
 
-import { batcherOf } from '../core/batch.js';
-import { chooseGatewayDialect } from '../core/dialect.js';
 import { type Invocation, withLease } from '../core/invocation.js';
 import { updateEip } from '../core/operations.js';
 import type { Outcome } from '../core/outcome.js';
 import { validateQos } from '../core/qos.js';
 import { ConditionType, setCondition, statusChanges } from '../core/view.js';
 import { poolsOf } from '../domain/addressing.js';
-import { eipDel, qosRemove } from '../domain/dialect/index.js';
 import { GatewayCommandError, GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
-import { externalNetworkOf, type GatewayPod, type IptablesEip } from '../domain/kube-ovn.js';
+import { externalNetworkOf, type IptablesEip } from '../domain/kube-ovn.js';
 import type { Reason } from '../events.js';
 import type { Deps, Pool } from '../ports.js';
 import { type GatewayInspector, type GatewayState, inspectGateway } from './inspect.js';
+import { auditInvocation as invocation } from './invocation.js';
 import { repairLeaks } from './leaks.js';
-import { type AuditOptions, type AuditSnapshot, ago, type Drift, findDrift, gatewayOfPod } from './model.js';
-import type { AddressRecord, AuditStore } from './ports.js';
+import { type AuditOptions, type AuditSnapshot, type Drift, findDrift } from './model.js';
+import { repairOrphans } from './orphans.js';
+import { findPodSets, notReadable } from './pods.js';
+import type { AuditStore } from './ports.js';
 import { repairFilters } from './strip.js';
 
 export interface AuditDeps extends Deps {
@@ -31,7 +31,16 @@ export interface AuditDeps extends Deps {
 export interface AuditReport {
   /** ISO time the audit judged at. */
   at: string;
-  gateways: { gateway: string; pod: string; addresses: number; filters: number }[];
+  /** One row per gateway pod read: where, as which release line, and the v4 global addresses it carries. */
+  gateways: {
+    gateway: string;
+    pod: string;
+    podUid: string;
+    addresses: number;
+    filters: number;
+    line?: string;
+    carries: string[];
+  }[];
   eips: number;
   allocations: number;
   leases: number;
@@ -56,8 +65,11 @@ export async function runAudit(deps: AuditDeps, options: RunAuditOptions = {}): 
     gateways: snapshot.gateways.map((g) => ({
       gateway: g.gateway,
       pod: g.pod,
+      podUid: g.podUid,
       addresses: g.addresses.length,
       filters: g.filters.length,
+      ...(g.line && { line: g.line }),
+      carries: g.addresses.filter((a) => a.family === 4 && a.scope === 'global').map((a) => a.address),
     })),
     eips: snapshot.eips.length,
     allocations: snapshot.allocations.length,
@@ -69,43 +81,47 @@ export async function runAudit(deps: AuditDeps, options: RunAuditOptions = {}): 
 export async function takeSnapshot(
   deps: AuditDeps,
   options: RunAuditOptions = {},
-): Promise<{ snapshot: AuditSnapshot; podOf: Map<string, GatewayPod> }> {
+): Promise<{ snapshot: AuditSnapshot }> {
   const pods = await deps.cluster.listGatewayPods();
-  const podOf = new Map<string, GatewayPod>();
+  // Which gateways, and in which namespaces: from their pods and the EIPs naming them (read again below).
+  const { sets, gateways: specs } = await findPodSets(deps, pods, await deps.cluster.listEips());
   const unreadable: AuditSnapshot['unreadable'] = [];
-  for (const pod of pods) {
-    const gw = gatewayOfPod(pod);
-    if (!gw) continue;
-    if (podOf.has(gw)) {
-      unreadable.push({ gateway: gw, pod: pod.name, error: 'more than one pod for this gateway' });
-      continue;
-    }
-    podOf.set(gw, pod);
-  }
-  // 1. Gateways first: whatever is on a net1 now was allocated before the table is read below.
+  // 1. Gateways first, every active pod of each: whatever is on a net1 now was allocated before the table is read.
   const gateways: GatewayState[] = [];
-  const queue = [...podOf.entries()].filter(([gw]) => !unreadable.some((u) => u.gateway === gw));
+  const queue = sets.flatMap((set) => set.pods.filter((p) => !p.terminating).map((pod) => ({ set, pod })));
   const worker = async (): Promise<void> => {
     for (let next = queue.shift(); next; next = queue.shift()) {
-      const [gw, pod] = next;
-      if (pod.phase !== 'Running' || pod.container?.ready === false) {
-        unreadable.push({ gateway: gw, pod: pod.name, error: `pod is not running (phase ${pod.phase})` });
+      const { set, pod } = next;
+      const gw = set.gateway;
+      const named = { gateway: gw, pod: `${pod.namespace}/${pod.name}`, podUid: pod.uid, scope: set.scope };
+      const why = notReadable(pod);
+      if (why) {
+        unreadable.push({ ...named, error: why });
         continue;
       }
       try {
-        const state = await inspectGateway(deps, gw, pod, deps.clock.now, options.signal);
+        const state = await inspectGateway(deps, gw, pod, deps.clock.now, options.signal, set.scope);
         gateways.push(state);
         options.progress?.(
           `read gateway ${gw} (pod ${state.pod}): ${state.addresses.length} addresses, ${state.filters.length} tc filters`,
         );
       } catch (e) {
-        unreadable.push({ gateway: gw, pod: pod.name, error: (e as Error).message });
-        options.progress?.(`could not read gateway ${gw}: ${(e as Error).message}`);
+        unreadable.push({ ...named, error: (e as Error).message });
+        options.progress?.(`could not read gateway ${gw} (pod ${named.pod}): ${(e as Error).message}`);
       }
     }
   };
   await Promise.all(Array.from({ length: INSPECT_CONCURRENCY }, worker));
-  gateways.sort((a, b) => (a.gateway < b.gateway ? -1 : 1));
+  gateways.sort((a, b) =>
+    a.gateway !== b.gateway ? (a.gateway < b.gateway ? -1 : 1) : a.pod < b.pod ? -1 : 1,
+  );
+  unreadable.sort((a, b) => (`${a.gateway} ${a.pod}` < `${b.gateway} ${b.pod}` ? -1 : 1));
+  // Every pod found counts as a gateway pod (its own addresses, its reservation), read or not.
+  const known = new Set(pods.map((p) => p.uid));
+  const allPods = [
+    ...pods,
+    ...sets.flatMap((x) => x.pods).filter((p) => !known.has(p.uid) && known.add(p.uid)),
+  ];
 
   // 2. Then the cluster and the table.
   const eips = await deps.cluster.listEips();
@@ -135,8 +151,8 @@ export async function takeSnapshot(
     }
     return subnetPools.get(name)!;
   };
-  for (const gw of podOf.keys()) {
-    const gateway = await deps.cluster.getVpcNatGateway(gw);
+  for (const gw of new Set(sets.map((x) => x.gateway))) {
+    const gateway = specs.get(gw);
     const names = gateway?.spec.externalSubnets?.length
       ? gateway.spec.externalSubnets
       : [externalNetworkOf({ spec: {} })];
@@ -145,40 +161,42 @@ export async function takeSnapshot(
   return {
     snapshot: {
       now: deps.clock.now(),
-      pods,
+      pods: allPods,
       gateways,
       unreadable,
+      gatewayNamespaces: Object.fromEntries([...specs].map(([gw, g]) => [gw, g?.spec.namespace ?? ''])),
+      ...(deps.kubeOvnRelease !== undefined && { release: deps.kubeOvnRelease }),
       eips,
       allocations,
       leases,
       qos,
       pools,
     },
-    podOf,
   };
 }
 
-/** A missing address may have been added since its gateway was read: read those gateways again. */
+/** A missing address may have been added since its pod was read: read those pods again. */
 async function confirmMissing(
   deps: AuditDeps,
   snapshot: AuditSnapshot,
   drift: Drift[],
   signal?: AbortSignal,
 ): Promise<Drift[]> {
-  const gws = new Set(drift.filter((d) => d.kind === 'missing-address').map((d) => d.gateway!));
-  if (gws.size === 0) return drift;
+  const missing = drift.filter((d) => d.kind === 'missing-address' && d.podUid);
+  if (missing.length === 0) return drift;
   const now = new Map<string, Set<string>>();
-  for (const gw of gws) {
-    const pod = snapshot.pods.find((p) => gatewayOfPod(p) === gw);
-    if (!pod) continue;
+  for (const uid of new Set(missing.map((d) => d.podUid!))) {
+    const pod = snapshot.pods.find((p) => p.uid === uid);
+    const read = snapshot.gateways.find((g) => g.podUid === uid);
+    if (!pod || !read) continue;
     try {
-      const state = await inspectGateway(deps, gw, pod, deps.clock.now, signal);
-      now.set(gw, new Set(state.addresses.map((a) => a.address)));
+      const state = await inspectGateway(deps, read.gateway, pod, deps.clock.now, signal, read.scope);
+      now.set(uid, new Set(state.addresses.map((a) => a.address)));
     } catch {
       // keep the finding: the first read is all there is
     }
   }
-  return drift.filter((d) => d.kind !== 'missing-address' || !now.get(d.gateway!)?.has(d.address!));
+  return drift.filter((d) => d.kind !== 'missing-address' || !now.get(d.podUid ?? '')?.has(d.address!));
 }
 
 // ------------------------------------------------------------------------------------------- repair
@@ -261,15 +279,36 @@ async function repairEip(
   { uid, reason, drift }: EipRepair,
   o: { dry: boolean; note: Note },
 ): Promise<void> {
-  const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
+  // A redo on the pods found without it, one update each, the event naming the pod (ADR 0120); none named: the
+  // gateway's every pod, as a restart asks (a single-pod gateway).
+  const pods = new Map(drift.filter((d) => d.repair === 'redo' && d.podUid).map((d) => [d.podUid!, d.pod!]));
+  if (reason !== 'gateway-restarted' || pods.size === 0) {
+    await repairEipOnce(deps, { name, uid, reason, drift }, o);
+    return;
+  }
+  for (const [podUid, pod] of pods) {
+    const mine = drift.filter((d) => d.podUid === podUid || d.repair !== 'redo');
+    await repairEipOnce(deps, { name, uid, reason, drift: mine, pod: { uid: podUid, name: pod } }, o);
+  }
+}
+
+/** One core update of the EIP (on one pod, when `pod` is named), noted; its failure handled by eipRepairFailed. */
+async function repairEipOnce(
+  deps: AuditDeps,
+  r: EipRepair & { name: string; pod?: { uid: string; name: string } },
+  o: { dry: boolean; note: Note },
+): Promise<void> {
+  const { name, uid, reason, drift, pod } = r;
   const main = drift.find((d) => d.repair === 'redo') ?? drift[0]!;
-  const verb = reason === 'gateway-restarted' ? `re-add on the gateway and rewrite status` : 'resync';
+  const where = pod ? `on pod ${pod.name}` : 'on the gateway';
+  const verb = reason === 'gateway-restarted' ? `re-add ${where} and rewrite status` : 'resync';
   const action = `${verb} (update, reason ${reason})`;
   if (o.dry) {
+    const kinds = [...new Set(drift.map((d) => d.kind))].join(', ');
     o.note({ kind: main.kind, target: name, action, result: 'planned', detail: kinds });
     return;
   }
-  const inv = invocation(deps, name, uid, reason);
+  const inv = invocation(deps, name, uid, reason, pod?.uid);
   try {
     const outcome = await updateEip(inv, deps);
     const result =
@@ -332,106 +371,13 @@ async function repairLeases(
   }
 }
 
-async function repairOrphans(
-  deps: AuditDeps,
-  report: AuditReport,
-  o: { dry: boolean; grace: number; note: Note },
-): Promise<void> {
-  const now = deps.clock.now();
-  const orphans = report.drift.filter((d) => d.kind === 'orphan-address' && d.repair === 'remove-orphan');
-  const pods = await deps.cluster.listGatewayPods();
-  for (const g of report.gateways) {
-    const seen = await deps.store.sightings(g.gateway);
-    const current = orphans.filter((d) => d.gateway === g.gateway);
-    // Sightings of addresses that are no longer orphans are forgotten, so a later orphan starts its own clock.
-    if (!o.dry)
-      for (const address of seen.keys())
-        if (!current.some((d) => d.address === address)) await deps.store.forgetSighting(g.gateway, address);
-    const pod = pods.find((p) => gatewayOfPod(p) === g.gateway);
-    for (const d of current) await repairOrphan(deps, { gateway: g.gateway, pod, seen, now }, d, o);
-  }
-}
-
-/** Why an orphan is known to be older than the grace period (released, or first seen, long enough ago), if it is. */
-function orphanEvidence(record: AddressRecord, firstSeen: number | undefined, now: number, grace: number) {
-  if (record.state === 'released' && record.releasedAt <= now - grace)
-    return `released ${ago(now - record.releasedAt)} ago`;
-  if (firstSeen !== undefined && firstSeen <= now - grace) return `first seen ${ago(now - firstSeen)} ago`;
-  return undefined;
-}
-
-/** One orphan address on gateway `at.gateway`: skipped when claimed meanwhile, waiting, or removed. */
-async function repairOrphan(
-  deps: AuditDeps,
-  at: { gateway: string; pod: GatewayPod | undefined; seen: Map<string, number>; now: number },
-  d: Drift,
-  o: { dry: boolean; grace: number; note: Note },
-): Promise<void> {
-  const { gateway, pod, seen, now } = at;
-  const address = d.address!;
-  const target = `${address}/${d.prefix} on ${gateway}`;
-  const orphan = (a: Omit<RepairAction, 'kind' | 'target'>) =>
-    o.note({ kind: 'orphan-address', target, ...a });
-  const record = await deps.store.addressRecord(d.subnet!, address);
-  if (record.state === 'held') {
-    orphan({ action: 'remove', result: 'skipped', detail: 'claimed since the audit read the table' });
-    return;
-  }
-  // With no grace at all (an operator's explicit choice), this sighting is enough.
-  const firstSeen = seen.get(address) ?? (o.grace === 0 ? now : undefined);
-  const evidence = orphanEvidence(record, firstSeen, now, o.grace);
-  if (!evidence) {
-    if (!o.dry && firstSeen === undefined) await deps.store.recordSighting(gateway, address, now);
-    const since = firstSeen ?? now;
-    orphan({
-      action: 'remove',
-      result: 'waiting',
-      detail: `first seen ${ago(now - since)} ago, grace ${ago(o.grace)}: removable by an audit ${ago(since + o.grace - now)} from now or later`,
-    });
-    return;
-  }
-  const action = 'remove (eip-del, QoS deletions)';
-  if (o.dry) {
-    orphan({ action, result: 'planned', detail: evidence });
-    return;
-  }
-  try {
-    if (!pod) throw new GatewayNotReadyError(`gateway ${gateway} has no pod`);
-    const { dialect } = await chooseGatewayDialect(deps, gateway, pod, 'send');
-    // Through the container's gateway batching, under the pod's gateway lease like every exec (ADR 0110).
-    const inv = invocation(deps, address, `orphan:${address}`, 'manual');
-    for (const call of [eipDel(dialect, { address, prefix: d.prefix! }), ...qosRemove(dialect, address)])
-      await batcherOf(deps).exec(inv, pod, call, dialect);
-    await deps.store.forgetSighting(gateway, address);
-    orphan({ action, result: 'done', detail: evidence });
-  } catch (e) {
-    orphan({ action: 'remove', result: 'failed', detail: (e as Error).message });
-  }
-}
-
-function invocation(deps: Deps, name: string, uid: string, reason: Reason): Invocation {
-  const now = deps.clock.now();
-  return {
-    event: {
-      version: 1,
-      id: `audit:${uid}:${now}`,
-      handler: 'update',
-      reason,
-      object: { kind: 'IptablesEIP', name, uid },
-    },
-    signal: AbortSignal.timeout(60_000),
-    deadline: now + 60_000,
-    log: deps.log.child({ eip: name, audit: true }),
-  };
-}
-
 /** Ready=false with a condition saying why; the core's next update treats it as a redo request. */
 async function markNotReady(deps: Deps, inv: Invocation, d: Drift, why: string): Promise<true> {
   await withLease(inv, deps, async () => {
     const eip: IptablesEip | undefined = await deps.cluster.getEip(d.eip!);
     if (!eip || eip.metadata.uid !== d.uid || eip.metadata.deletionTimestamp) return;
     const message = d.address
-      ? `${d.address} is not on gateway ${d.gateway} and could not be re-added: ${why}`
+      ? `${d.address} is not on gateway ${d.gateway}${d.pod ? ` (pod ${d.pod})` : ''} and could not be re-added: ${why}`
       : `Ready without an address, and none could be configured: ${why}`;
     const conditions = setCondition(
       eip.status?.conditions,

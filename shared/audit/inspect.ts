@@ -43,10 +43,17 @@ export const INSPECTION_ARGV = {
 export type Net1Address = InterfaceAddress;
 export type { QosFilter };
 
-/** What one gateway had configured when it was read. */
+/** What one pod of a gateway had configured when it was read (each replica is read on its own, ADR 0120). */
 export interface GatewayState {
   gateway: string;
+  /** `<namespace>/<name>` of the pod read. */
   pod: string;
+  podUid: string;
+  /**
+   * The namespace the gateway's pods were looked for in (gatewayNamespaceOf: the EIP's or the gateway's
+   * spec.namespace), '' for kube-ovn's own: the pods an EIP of this gateway and namespace must be on.
+   */
+  scope: string;
   addresses: Net1Address[];
   filters: QosFilter[];
   /** Epoch ms when the read finished. */
@@ -73,6 +80,7 @@ export async function inspectGateway(
   pod: GatewayPod,
   now: () => number,
   signal?: AbortSignal,
+  scope = '',
 ): Promise<GatewayState> {
   const { dialect: d } = await chooseGatewayDialect(deps, gateway, pod, 'read', {
     ...(signal && { signal }),
@@ -89,6 +97,8 @@ export async function inspectGateway(
   return {
     gateway,
     pod: `${pod.namespace}/${pod.name}`,
+    podUid: pod.uid,
+    scope,
     addresses: reading.addresses,
     filters: reading.filters,
     readAt: now(),

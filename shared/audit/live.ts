@@ -10,7 +10,14 @@ import { dynamoClientOf, kubeConfigOf } from '../adapters/live.js';
 import type { Config } from '../config/config.js';
 import { collectGarbage, isGarbageCollector } from '../core/gc.js';
 import type { Deps } from '../ports.js';
-import { type AuditDeps, type RepairAction, type RepairOptions, repairDrift, runAudit } from './audit.js';
+import {
+  type AuditDeps,
+  type AuditReport,
+  type RepairAction,
+  type RepairOptions,
+  repairDrift,
+  runAudit,
+} from './audit.js';
 import type { Drift } from './model.js';
 import { collectsAt, DEFAULT_SCHEDULE, type MaintenanceSchedule } from './schedule.js';
 
@@ -39,6 +46,8 @@ export function auditDepsOf(
 export interface DriftRepairSummary {
   drift: Drift[];
   actions: RepairAction[];
+  /** The gateway pods the pass read (the local dashboard shows which pods carry each EIP's address). */
+  gateways: AuditReport['gateways'];
 }
 
 /** What one garbage collection did, in counts (the gc function's output, the local stack's log). */
@@ -75,7 +84,7 @@ export async function auditAndRepair(
   const actions = report.drift.length ? await repairDrift(deps, report, options) : [];
   for (const a of actions) if (a.result === 'done') deps.metrics.count('DriftRepaired', 1, { kind: a.kind });
   if (actions.length) deps.log.info('drift repair', { actions });
-  return { drift: report.drift, actions };
+  return { drift: report.drift, actions, gateways: report.gateways };
 }
 
 /** What one scheduled invocation of the gc function did (ADR 0088). */

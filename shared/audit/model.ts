@@ -4,12 +4,15 @@
  * Kinds and their meaning: docs/audit.md; decisions: docs/adr/0038-drift-model.md.
  */
 import { desiredLabels, labelChanges } from '../core/view.js';
-import { formatAddress, parseAddress, staticAddressProblem } from '../domain/addressing.js';
-import { gatewayOfApp } from '../domain/gateway-pod.js';
+import { formatAddress, parseAddress } from '../domain/addressing.js';
 import { externalNetworkOf, type GatewayPod, type IptablesEip, Label } from '../domain/kube-ovn.js';
 import type { Allocation, Lease, Pool } from '../ports.js';
+import { addressDrift, gatewayOfAllocation, type Place } from './address-drift.js';
 import type { GatewayState } from './inspect.js';
+import { scopeKey, scopeOf } from './pods.js';
 import { directionsOf, qosDrift } from './qos-drift.js';
+
+export { gatewayOfAllocation };
 
 export const DRIFT_KINDS = [
   'leaked-allocation',
@@ -73,6 +76,9 @@ export interface Drift {
   eip?: string;
   uid?: string;
   gateway?: string;
+  /** The gateway pod the finding is about (`<namespace>/<name>`) and its uid: each replica is judged alone. */
+  pod?: string;
+  podUid?: string;
   address?: string;
   /** For an address on a gateway: the prefix length it carries there. */
   prefix?: number;
@@ -101,10 +107,14 @@ export interface AuditSnapshot {
   /** Epoch ms the snapshot is judged at. */
   now: number;
   pods: GatewayPod[];
-  /** Gateways read (read first: anything on net1 then was allocated before the table was read). */
+  /** Gateway pods read, one state each (read first: anything on net1 then was allocated before the table was read). */
   gateways: GatewayState[];
-  /** Gateways that have a pod but could not be read, with why. */
-  unreadable: { gateway: string; pod?: string; error: string }[];
+  /** Gateway pods found (not terminating) that could not be read, with why. */
+  unreadable: { gateway: string; pod?: string; podUid?: string; scope?: string; error: string }[];
+  /** Each gateway's `spec.namespace` ('' none), for the namespace kube-ovn looks for an EIP's pods in. */
+  gatewayNamespaces?: Record<string, string>;
+  /** KUBE_OVN_RELEASE, when known (a release before master ignores spec.namespace). */
+  release?: string;
   eips: IptablesEip[];
   allocations: AuditAllocation[];
   leases: Lease[];
@@ -121,13 +131,6 @@ export interface AuditOptions {
   leaseSlackMs?: number;
 }
 
-export const gatewayOfPod = (pod: Pick<GatewayPod, 'app'>): string | undefined => gatewayOfApp(pod.app);
-
-/** The gateway an EIP's address belongs on: where it was recorded as configured, else the EIP's spec. */
-export function gatewayOfAllocation(a: Allocation, eip: IptablesEip | undefined): string | undefined {
-  return a.placement?.gateway ?? eip?.spec.natGwDp;
-}
-
 const LEASE_PREFIX = 'eip#';
 
 /** What the judgement of one snapshot shares: the snapshot, its indexes, the in-flight EIPs. */
@@ -139,12 +142,12 @@ interface Judged {
   claims: Map<string, AuditAllocation[]>;
   /** The gateway pods' own addresses. */
   own: Set<string>;
-  /** Where each v4 global address (not a pod's own) is configured. */
-  where: Map<string, { gateway: string; prefix: number }[]>;
+  /** Where each v4 global address (not a pod's own) is configured: one place per pod. */
+  where: Map<string, Place[]>;
   /** EIPs with a lease in flight: exempt from judgement. */
   busy: Set<string>;
-  stateOf: Map<string, GatewayState>;
-  unreadable: Set<string>;
+  /** The pods read, by gateway and namespace looked in (scopeKey). */
+  statesOf: Map<string, GatewayState[]>;
 }
 
 export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[] {
@@ -157,15 +160,15 @@ export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[]
     own: new Set(s.pods.flatMap((p) => Object.values(p.addresses ?? {}).map(canon))),
     where: new Map(),
     busy: leases.busy,
-    stateOf: new Map(s.gateways.map((g) => [g.gateway, g])),
-    unreadable: new Set(s.unreadable.map((u) => u.gateway)),
+    statesOf: statesByScope(s.gateways),
   };
   for (const a of s.allocations)
     if (a.family === 4) j.claims.set(a.address, [...(j.claims.get(a.address) ?? []), a]);
   for (const g of s.gateways)
     for (const a of g.addresses) {
       if (a.family !== 4 || a.scope !== 'global' || j.own.has(a.address)) continue;
-      j.where.set(a.address, [...(j.where.get(a.address) ?? []), { gateway: g.gateway, prefix: a.prefix }]);
+      const place = { gateway: g.gateway, pod: g.pod, podUid: g.podUid, prefix: a.prefix };
+      j.where.set(a.address, [...(j.where.get(a.address) ?? []), place]);
     }
   return [
     ...leases.drift,
@@ -178,9 +181,21 @@ export function findDrift(s: AuditSnapshot, options: AuditOptions = {}): Drift[]
         kind: 'gateway-unreadable',
         message: `gateway ${u.gateway}${u.pod ? ` (pod ${u.pod})` : ''} could not be inspected: ${u.error}`,
         gateway: u.gateway,
+        ...(u.pod && { pod: u.pod }),
+        ...(u.podUid && { podUid: u.podUid }),
       }),
     ),
   ];
+}
+
+/** The pods read, by gateway and the namespace they were looked for in. */
+function statesByScope(states: readonly GatewayState[]): Map<string, GatewayState[]> {
+  const out = new Map<string, GatewayState[]>();
+  for (const g of states) {
+    const key = scopeKey(g.gateway, g.scope);
+    out.set(key, [...(out.get(key) ?? []), g]);
+  }
+  return out;
 }
 
 /** Leases: in-flight ones exempt their EIP from judgement (`busy`); stale ones are drift. */
@@ -219,55 +234,6 @@ function leakedAllocations({ s, eipsByUid, allocationGrace }: Judged): Drift[] {
         uid: a.owner.uid,
         ...(isPod ? {} : { eip: a.owner.name }),
         repair: 'release',
-      },
-    ];
-  });
-}
-
-/** One configured address against who claims it: on two gateways, claimed by nobody, or on the wrong gateway. */
-function addressDrift(j: Judged, address: string, places: { gateway: string; prefix: number }[]): Drift[] {
-  const held = j.claims.get(address) ?? [];
-  if (held.some((a) => a.owner.uid.startsWith('pod:'))) return []; // a gateway pod's own address (reserved in IPAM)
-  if (places.length > 1) {
-    const eipAlloc = held.find((a) => j.eipsByUid.has(a.owner.uid));
-    return [
-      {
-        kind: 'duplicate-address',
-        message: `${address} is configured on gateways ${places.map((p) => p.gateway).join(', ')}${eipAlloc ? ` (allocated to ${eipAlloc.owner.name}, which uses ${gatewayOfAllocation(eipAlloc, j.eipsByUid.get(eipAlloc.owner.uid)) ?? '?'})` : ''}`,
-        address,
-        ...(eipAlloc && { eip: eipAlloc.owner.name, uid: eipAlloc.owner.uid }),
-      },
-    ];
-  }
-  const place = places[0]!;
-  if (held.length === 0) {
-    const pool = (j.s.pools[place.gateway] ?? []).find(
-      (p) => p.family === 4 && staticAddressProblem(p, address) === undefined,
-    );
-    return [
-      {
-        kind: 'orphan-address',
-        message: `${address}/${place.prefix} is on gateway ${place.gateway} but no allocation claims it${pool ? '' : ' (outside the range this product allocates from: reported only)'}`,
-        gateway: place.gateway,
-        address,
-        prefix: place.prefix,
-        ...(pool && { subnet: pool.subnet, repair: 'remove-orphan' as const }),
-      },
-    ];
-  }
-  return held.flatMap((a): Drift[] => {
-    const eip = j.eipsByUid.get(a.owner.uid);
-    const want = eip && gatewayOfAllocation(a, eip); // no EIP: leaked, reported by leakedAllocations
-    if (!eip || !want || want === place.gateway) return [];
-    return [
-      {
-        kind: 'misplaced-address',
-        message: `${address} (allocated to EIP ${eip.metadata.name}, gateway ${want}) is configured on gateway ${place.gateway}`,
-        eip: eip.metadata.name,
-        uid: eip.metadata.uid,
-        gateway: place.gateway,
-        address,
-        prefix: place.prefix,
       },
     ];
   });
@@ -336,29 +302,38 @@ function statusDrift(
   ];
 }
 
-/** A Ready EIP against its gateway as read: its address on net1, then its QoS filters. */
+/**
+ * A Ready EIP against every pod of its gateway that was read, in the namespace kube-ovn looks in for it: its address
+ * on each one's external interface (a replica without it is drift even when the others have it), then hairpin and
+ * QoS there. A pod that could not be read is not judged (it is reported as unreadable).
+ */
 function gatewayDrift(j: Judged, eip: IptablesEip, ip: string, mine: AuditAllocation): Drift[] {
   const gw = gatewayOfAllocation(mine, eip);
-  if (!gw || j.unreadable.has(gw)) return [];
-  const state = j.stateOf.get(gw);
-  if (!state) return []; // the gateway has no pod: nothing is configured anywhere; the core reports it
-  if (state.addresses.some((a) => a.family === 4 && a.address === ip))
+  if (!gw) return [];
+  const scope = scopeOf(eip, { spec: { namespace: j.s.gatewayNamespaces?.[gw] ?? '' } }, j.s.release);
+  const states = j.statesOf.get(scopeKey(gw, scope)) ?? [];
+  // No pod read: the gateway has none (nothing is configured anywhere; the core reports it) or none is readable.
+  return states.flatMap((state): Drift[] => {
+    if (state.addresses.some((a) => a.family === 4 && a.address === ip))
+      return [
+        ...hairpinDrift(eip, ip, gw, state),
+        ...qosDrift(eip, ip, state, j.s.qos, appliedQos(eip, mine)),
+      ];
     return [
-      ...hairpinDrift(eip, ip, gw, state),
-      ...qosDrift(eip, ip, gw, state.filters, j.s.qos, appliedQos(eip, mine)),
+      {
+        kind: 'missing-address',
+        message: `EIP ${eip.metadata.name} is Ready with ${ip}, but ${ip} is not on gateway ${gw} (pod ${state.pod})`,
+        eip: eip.metadata.name,
+        uid: eip.metadata.uid,
+        gateway: gw,
+        pod: state.pod,
+        podUid: state.podUid,
+        address: ip,
+        subnet: mine.subnet,
+        repair: 'redo',
+      },
     ];
-  return [
-    {
-      kind: 'missing-address',
-      message: `EIP ${eip.metadata.name} is Ready with ${ip}, but ${ip} is not on gateway ${gw} (pod ${state.pod})`,
-      eip: eip.metadata.name,
-      uid: eip.metadata.uid,
-      gateway: gw,
-      address: ip,
-      subnet: mine.subnet,
-      repair: 'redo',
-    },
-  ];
+  });
 }
 
 /** 1.16+ (the nat table was read): a configured address without its hairpin SNAT rule; eip-add adds it again. */
@@ -367,17 +342,19 @@ function hairpinDrift(eip: IptablesEip, ip: string, gw: string, state: GatewaySt
   return [
     {
       kind: 'missing-hairpin',
-      message: `EIP ${eip.metadata.name}: ${ip} is on gateway ${gw}, but its nat chain HAIRPIN_SNAT has no rule for it (traffic from the VPC to ${ip} comes back asymmetric)`,
+      message: `EIP ${eip.metadata.name}: ${ip} is on gateway ${gw} (pod ${state.pod}), but its nat chain HAIRPIN_SNAT has no rule for it (traffic from the VPC to ${ip} comes back asymmetric)`,
       eip: eip.metadata.name,
       uid: eip.metadata.uid,
       gateway: gw,
+      pod: state.pod,
+      podUid: state.podUid,
       address: ip,
       repair: 'redo',
     },
   ];
 }
 
-/** Filters for addresses nobody holds and no gateway carries (left behind by a removal that stopped halfway). */
+/** Filters for addresses nobody holds and no pod carries (left behind by a removal that stopped halfway), per pod. */
 function strayFilters({ s, claims, where, own }: Judged): Drift[] {
   const out: Drift[] = [];
   for (const g of s.gateways) {
@@ -387,8 +364,10 @@ function strayFilters({ s, claims, where, own }: Judged): Drift[] {
       seen.add(f.ip);
       out.push({
         kind: 'qos-drift',
-        message: `gateway ${g.gateway} has tc filters for ${f.ip}, which is neither allocated nor on net1`,
+        message: `gateway ${g.gateway} (pod ${g.pod}) has tc filters for ${f.ip}, which is neither allocated nor on net1`,
         gateway: g.gateway,
+        pod: g.pod,
+        podUid: g.podUid,
         address: f.ip,
         repair: 'strip-qos',
         directions: directionsOf(g.filters.filter((x) => x.ip === f.ip)),

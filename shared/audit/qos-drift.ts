@@ -3,20 +3,31 @@
  * allocation records as applied, direction by direction; and which directions a set of filters covers. Pure.
  */
 import type { IptablesEip } from '../domain/kube-ovn.js';
-import type { QosFilter } from './inspect.js';
+import type { GatewayState, QosFilter } from './inspect.js';
 import type { AuditSnapshot, Drift, QosRules } from './model.js';
 
-/** An EIP's filters on its gateway against `policyName` ('' none): missing, wrong-rate or unexplained filters. */
+/**
+ * An EIP's filters on one pod of its gateway against `policyName` ('' none): missing, wrong-rate or unexplained
+ * filters, each finding naming the pod.
+ */
 export function qosDrift(
   eip: IptablesEip,
   ip: string,
-  gw: string,
-  filters: readonly QosFilter[],
+  state: Pick<GatewayState, 'gateway' | 'pod' | 'podUid' | 'filters'>,
   policies: AuditSnapshot['qos'],
   policyName: string,
 ): Drift[] {
   const name = eip.metadata.name;
-  const base = { eip: name, uid: eip.metadata.uid, gateway: gw, address: ip };
+  const filters = state.filters;
+  const gw = `${state.gateway} (pod ${state.pod})`;
+  const base = {
+    eip: name,
+    uid: eip.metadata.uid,
+    gateway: state.gateway,
+    pod: state.pod,
+    podUid: state.podUid,
+    address: ip,
+  };
   const mineF = filters.filter((f) => f.ip === ip);
   if (!policyName) {
     return mineF.length
@@ -54,7 +65,7 @@ function directionDrift(
     policyName: string;
     gw: string;
     ip: string;
-    base: { eip: string; uid: string; gateway: string; address: string };
+    base: { eip: string; uid: string; gateway: string; pod: string; podUid: string; address: string };
   },
   direction: 'ingress' | 'egress',
   rule: QosRules['rules'][number] | undefined,

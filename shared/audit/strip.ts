@@ -12,7 +12,8 @@ import { qosRemove } from '../domain/dialect/index.js';
 import { GatewayNotReadyError, LeaseHeldError } from '../domain/errors.js';
 import type { Deps } from '../ports.js';
 import type { AuditDeps, RepairAction } from './audit.js';
-import { type Drift, gatewayOfPod } from './model.js';
+import type { Drift } from './model.js';
+import { podAgain } from './pods.js';
 
 /** Every strip-qos finding, one repair action each (planned in a dry run). */
 export async function repairFilters(
@@ -21,7 +22,7 @@ export async function repairFilters(
   o: { dry: boolean; note: (a: RepairAction) => void; invocation: (name: string, uid: string) => Invocation },
 ): Promise<void> {
   for (const d of drift.filter((x) => x.repair === 'strip-qos')) {
-    const target = `${d.address} on ${d.gateway}`;
+    const target = `${d.address} on ${d.gateway}${d.pod ? ` (pod ${d.pod})` : ''}`;
     const action = `delete ${(d.directions ?? []).join(', ')} filter(s)`;
     if (o.dry) {
       o.note({ kind: d.kind, target, action, result: 'planned' });
@@ -42,8 +43,9 @@ async function stripQos(
   inv: (name: string, uid: string) => Invocation,
 ): Promise<Pick<RepairAction, 'result' | 'detail'>> {
   const strip = async (): Promise<Pick<RepairAction, 'result' | 'detail'>> => {
-    const pod = (await deps.cluster.listGatewayPods()).find((p) => gatewayOfPod(p) === d.gateway);
-    if (!pod) throw new GatewayNotReadyError(`gateway ${d.gateway} has no pod`);
+    // On the pod the filters were read on, only (each replica is judged and repaired alone, ADR 0120).
+    const pod = await podAgain(deps, d.gateway!, d.pod, d.podUid);
+    if (!pod) throw new GatewayNotReadyError(`pod ${d.pod} of gateway ${d.gateway} is gone or terminating`);
     const { dialect } = await chooseGatewayDialect(deps, d.gateway!, pod, 'send');
     for (const call of qosRemove(dialect, d.address!, d.directions ?? []))
       await deps.gateway.run(pod, call.op, call.args);

@@ -200,6 +200,11 @@ export interface GatewayPod {
   creationTimestamp: string;
   /** Its `app` label: `<prefix>-<gw>` (what kube-ovn's workload sets, and how a gateway's pods are found). */
   app?: string;
+  /**
+   * The VpcNatGateway it serves, from its `ovn.kubernetes.io/vpc_nat_gw` annotation (every release's pod template
+   * sets it, whatever the name prefix), when the adapter read it.
+   */
+  gateway?: string;
   /** The pod is being deleted (metadata.deletionTimestamp): kube-ovn runs no more operations in it. */
   terminating?: boolean;
   /** `vpc-nat-gw` container: restart count and the start time of its current run (RFC 3339), if running. */

@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../local/memory/logger.js';
@@ -51,6 +51,7 @@ let dir: string;
 let browser: Browser;
 let page: Page;
 let custom: CustomObjectsApi;
+let core: CoreV1Api;
 const consoleErrors: string[] = [];
 const foreignRequests: string[] = [];
 
@@ -111,6 +112,7 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);
     custom = kc.makeApiClient(CustomObjectsApi);
+    core = kc.makeApiClient(CoreV1Api);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
     page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     page.on('console', (m) => {
@@ -189,6 +191,27 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
     expect(consoleErrors).toEqual([]);
   });
 
+  it('shows every gateway pod (namespace, phase, container run, redo token, release) and the pods carrying each EIP', async () => {
+    const row = page.locator('#gateway-pods tbody tr[data-key="kube-system/vpc-nat-gw-gw1-0"]');
+    await row.waitFor({ timeout: 20_000 });
+    const cells = await row.locator('th, td').allTextContents();
+    const pod = await core.readNamespacedPod({ name: 'vpc-nat-gw-gw1-0', namespace: 'kube-system' });
+    const started = pod.status?.containerStatuses?.find((c) => c.name === 'vpc-nat-gw')?.state?.running
+      ?.startedAt;
+    expect(cells.slice(0, 6)).toEqual(['vpc-nat-gw-gw1-0', 'gw1', 'kube-system', 'Running', 'running', '0']);
+    expect(cells[6]).toBe(new Date(String(started)).toISOString().slice(0, 19));
+    expect(cells[7]).toBe(stack.kubeOvnRelease);
+    expect(Number(cells[8])).toBeGreaterThanOrEqual(2);
+    await page.waitForFunction(
+      () =>
+        document.querySelector('#eips tbody tr[data-key="demo-eip"]')?.children[6]?.textContent ===
+        '1 of 1 pod',
+      undefined,
+      { polling: 100, timeout: 10_000 },
+    );
+    expect(consoleErrors).toEqual([]);
+  });
+
   it('shows gateway drift from the last drift check', async () => {
     const ip = (await getEip('dash-eip-1'))?.status?.ip;
     expect(ip).toBeTruthy();
@@ -199,6 +222,9 @@ describe.skipIf(skip)('local dashboard in headless chromium', () => {
     const text = (await row.textContent()) ?? '';
     expect(text).toContain(ip);
     expect(text).toMatch(/done|planned|skipped|failed/);
+    // The same check read the EIP's address off the gateway's one pod: its row names the pod that lacks it.
+    const eipRow = (await page.locator('#eips tbody tr[data-key="dash-eip-1"]').textContent()) ?? '';
+    expect(eipRow).toContain('0 of 1 pod (missing on kube-system/vpc-nat-gw-gw1-0)');
     // The check repairs it: the address is back on the gateway.
     await page.waitForFunction(
       () => /Checked at .*: no drift/.test(document.getElementById('drift-note')?.textContent ?? ''),

@@ -240,7 +240,9 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     const text = await audit('--repair', '--dry-run', '--grace', '1h');
     expect(text.code).toBe(1);
     expect(text.stdout).toMatch(
-      new RegExp(`orphan-address: ${re}/24 is on gateway gw1 but no allocation claims it`),
+      new RegExp(
+        `orphan-address: ${re}/24 is on gateway gw1 \\(pod ${NS}/${POD}\\) but no allocation claims it`,
+      ),
     );
     expect(text.stdout).toMatch(
       /means: an address is configured on a gateway net1 but no allocation claims it/,

@@ -58,6 +58,8 @@ function world(): AuditSnapshot {
   const gw1: GatewayState = {
     gateway: 'gw1',
     pod: 'kube-system/vpc-nat-gw-gw1-0',
+    podUid: 'p1',
+    scope: '',
     addresses: [addr('172.18.0.254'), addr('172.18.0.11'), addr('172.18.0.12')],
     filters: [
       { direction: 'ingress', ip: '172.18.0.12', prio: 1, rate: '10Mbit', rateBps: 10e6 },
@@ -68,6 +70,8 @@ function world(): AuditSnapshot {
   const gw2: GatewayState = {
     gateway: 'gw2',
     pod: 'kube-system/vpc-nat-gw-gw2-0',
+    podUid: 'p2',
+    scope: '',
     addresses: [addr('172.18.0.253')],
     filters: [],
     readAt: NOW,

@@ -190,6 +190,10 @@ describe('audit and repair on the in-memory world', () => {
     expect(w.metrics.total('DriftFound')).toBe(1);
     expect(w.metrics.total('DriftRepaired')).toBe(1);
     await runner.stop();
-    expect(await auditAndRepair(deps)).toEqual({ drift: [], actions: [] });
+    expect(await auditAndRepair(deps)).toMatchObject({
+      drift: [],
+      actions: [],
+      gateways: [{ gateway: 'gw1', pod: `kube-system/${w.pod().name}` }],
+    });
   });
 });

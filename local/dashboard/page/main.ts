@@ -177,6 +177,14 @@ function renderWidgets(s: State): void {
   });
 }
 
+/** `2 of 3 pods` with the pods that lack the address named, or `—` before a check read its gateway. */
+function onPods(pods: State['eips'][number]['pods']): string {
+  if (pods.length === 0) return '—';
+  const missing = pods.filter((p) => !p.carries).map((p) => p.pod);
+  const on = `${pods.length - missing.length} of ${pods.length} pod${pods.length > 1 ? 's' : ''}`;
+  return missing.length ? `${on} (missing on ${missing.join(', ')})` : on;
+}
+
 function render(s: State): void {
   fillTable(
     'eips',
@@ -187,8 +195,24 @@ function render(s: State): void {
       e.qosPolicy || '—',
       e.ready ? 'yes' : 'no',
       e.lastTransition || '—',
+      onPods(e.pods),
     ]),
     s.eips.map((e) => e.name),
+  );
+  fillTable(
+    'gateway-pods',
+    s.gatewayPods.map((p) => [
+      p.name,
+      p.gateway || '—',
+      p.namespace,
+      p.terminating ? `${p.phase} (terminating)` : p.phase,
+      p.container,
+      p.restarts,
+      p.token,
+      p.release || '—',
+      p.carries ?? 'not read',
+    ]),
+    s.gatewayPods.map((p) => `${p.namespace}/${p.name}`),
   );
   renderSubnets(s);
   fillTable(

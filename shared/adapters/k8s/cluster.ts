@@ -15,12 +15,14 @@ import type { CoreV1Event, V1ConfigMap, V1Pod } from '@kubernetes/client-node';
 import { GatewayNotReadyError, InvalidSpecError } from '../../domain/errors.js';
 import {
   gatewayApp,
+  gatewayNamespaceOf,
   gatewayPodSelector,
   gatewayPodTemplate,
   isNamespaceName,
   namePrefixOf,
 } from '../../domain/gateway-pod.js';
 import {
+  Annotation,
   API_VERSION,
   GATEWAY_CONTAINER,
   type GatewayPod,
@@ -105,6 +107,7 @@ export function toGatewayPod(pod: V1Pod, fallbackNamespace: string): GatewayPod 
     phase: pod.status?.phase ?? 'Unknown',
     creationTimestamp: rfc3339(meta.creationTimestamp) ?? '',
     ...(meta.labels?.[Label.app] && { app: meta.labels[Label.app] }),
+    ...(meta.annotations?.[Annotation.vpcNatGw] && { gateway: meta.annotations[Annotation.vpcNatGw] }),
     ...(meta.deletionTimestamp && { terminating: true }),
     addresses: podNetworkAddresses(meta.namespace ?? fallbackNamespace, meta.annotations),
     // What tells the pod's kube-ovn release (image, env, init container, routes, owner): docs/compatibility.md.
@@ -273,14 +276,39 @@ class K8sCluster implements Cluster {
     }
   }
 
+  /**
+   * Every gateway pod in every namespace gateways are in: the adapter's (kube-ovn's), and each `spec.namespace` a
+   * VpcNatGateway names (kube-ovn master puts its pods there, docs/adr/0105-ha-gateways.md), one list per namespace.
+   * The namespaces are read with one list of VpcNatGateways per cache period. A namespace that cannot be listed
+   * (no RBAC there) fails the whole call: a replica's own address left out would be handed to an EIP.
+   */
   async listGatewayPods(): Promise<GatewayPod[]> {
     const labelSelector = `${Label.vpcNatGw}=true`;
-    try {
-      const pods = (await this.listPods(labelSelector)).items;
-      return pods.map((p) => toGatewayPod(p, this.namespace));
-    } catch (e) {
-      throw translate(e, `list pods in ${this.namespace} -l ${labelSelector}`);
-    }
+    const namespaces = await this.gatewayNamespaces();
+    const lists = await Promise.all(
+      namespaces.map(async (namespace) => {
+        try {
+          return (await this.listPods(labelSelector, namespace)).items.map((p) => toGatewayPod(p, namespace));
+        } catch (e) {
+          throw translate(e, `list pods in ${namespace} -l ${labelSelector}`);
+        }
+      }),
+    );
+    return lists.flat();
+  }
+
+  /**
+   * The adapter's namespace, then each valid `spec.namespace` of the VpcNatGateways (ignored when the release is
+   * known to be one without the field, as gatewayNamespaceOf has it), sorted, each once.
+   */
+  private gatewayNamespaces(): Promise<string[]> {
+    return this.cached('gateway-namespaces', async () => {
+      const gateways = await this.listCustom<VpcNatGateway>(Plural.gateway);
+      const named = gateways
+        .map((g) => gatewayNamespaceOf(undefined, g, this.kubeOvnRelease))
+        .filter((n): n is string => n !== undefined && n !== this.namespace && isNamespaceName(n));
+      return [this.namespace, ...[...new Set(named)].sort()];
+    });
   }
 
   async natGwFeature(): Promise<NatGwFeature> {
