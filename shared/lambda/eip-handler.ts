@@ -68,7 +68,12 @@ function logRejected(deps: Deps | undefined, handler: HandlerName, error: Invali
 
 const codeOf = (error: unknown): string => (error instanceof EipError ? error.code : 'Unexpected');
 
-function logRetry(deps: Deps | undefined, handler: HandlerName, name: string, error: Error | undefined): void {
+function logRetry(
+  deps: Deps | undefined,
+  handler: HandlerName,
+  name: string,
+  error: Error | undefined,
+): void {
   deps?.metrics.count('Outcomes', 1, { handler, status: 'retry' });
   deps?.log.error('will be retried', {
     handler,
