@@ -94,6 +94,11 @@ export function groupKey(event: EipEvent, lookup?: GatewayOf): string | undefine
   return gateway === undefined ? undefined : `${event.handler}|${gateway}`;
 }
 
+function newestOf<T>(groups: readonly Group<T>[], key: string): Group<T> | undefined {
+  for (let i = groups.length - 1; i >= 0; i--) if (groups[i]!.key === key) return groups[i];
+  return undefined;
+}
+
 export interface TakeOptions<T> {
   limits: GroupLimits;
   eventOf: (item: T) => EipEvent;
@@ -119,9 +124,10 @@ export function takeGroups<T>(items: readonly T[], o: TakeOptions<T>): { groups:
     const event = o.eventOf(item);
     const key = groupKey(event, o.lookup);
     const bytes = bytesOf(event);
-    const open = key === undefined ? undefined : groups.find((g) => g.key === key && !g.full);
+    // The newest group of the key: an older one is full (by count or by bytes).
+    const open = key === undefined ? undefined : newestOf(groups, key);
     let placed = false;
-    if (open && room(open.bytesWith(1, bytes) - open.bytes) && open.tryAdd(item, key, bytes)) {
+    if (open && !open.full && room(open.bytesWith(1, bytes) - open.bytes) && open.tryAdd(item, key, bytes)) {
       total = groups.reduce((t, g) => t + g.bytes + (o.overheadBytes ?? 0), 0);
       placed = true;
     } else if (groups.length < o.maxGroups && (taken === 0 || room(bytes + (o.overheadBytes ?? 0)))) {
