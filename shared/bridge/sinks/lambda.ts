@@ -9,7 +9,7 @@ import type { InvokeCommand, InvokeCommandOutput } from '@aws-sdk/client-lambda'
 import { detailOf, type EipEvent, type HandlerName } from '../../events.js';
 import type { Logger } from '../../ports.js';
 import { backoffDelay, sleep } from '../backoff.js';
-import { type GatewayOf, Group, groupKey, groupLimits } from './group.js';
+import { DEFAULT_GROUP_WINDOW_MS, type GatewayOf, Group, groupKey, groupLimits } from './group.js';
 import {
   emptySinkStats,
   errorText,
@@ -35,7 +35,7 @@ export interface LambdaSinkOptions {
   maxBackoffMs?: number;
   log?: Logger;
   random?: () => number;
-  /** How long the first event of a group waits for others of its handler and gateway. Default 20 ms. */
+  /** How long the first event of a group waits for others of its handler and gateway. Default 100 ms (./group.ts). */
   windowMs?: number;
   /** Events in one invocation at most (1: one event an invocation). Default 8 (./group.ts). */
   groupEvents?: number;
@@ -62,7 +62,7 @@ export function lambdaSink(options: LambdaSinkOptions): Sink & { knowGateways(lo
   const stats: SinkStats = emptySinkStats();
   let Command: typeof InvokeCommand | undefined;
   const encoder = new TextEncoder();
-  const windowMs = options.windowMs ?? 20;
+  const windowMs = options.windowMs ?? DEFAULT_GROUP_WINDOW_MS;
   const limits = groupLimits(options.groupEvents, options.groupBytes);
   let gatewayOf = options.gatewayOf;
   const open = new Map<string, Open>();
