@@ -8,7 +8,7 @@
  * batches together, what other containers send does not, and the gateway lease serialises them (ADR 0110). At most
  * `containers` run per function (its reserved concurrency); an invocation beyond waits, as Lambda's queue holds it.
  * A thrown invocation is retried twice, then parked (the on-failure destination), as the functions are configured
- * (serverless.yml: maximumRetryAttempts 2), after `retryBackoffMs` doubling instead of Lambda's minutes.
+ * (serverless.yml: maximumRetryAttempts 2), one minute and then two later, as Lambda does.
  *
  * What it does not model: the containers share the process's other adapters (the read cache of ADR 0028 among them;
  * a real container has its own), EventBridge's and Lambda's delivery latency and cold starts. The seams are the AWS
@@ -34,7 +34,7 @@ export interface LambdaModelOptions {
   groupEvents: number;
   /** The sink's window (EVENT_BATCH_WINDOW_MS). Default DEFAULT_GROUP_WINDOW_MS, as the bridge's. */
   windowMs?: number;
-  /** First retry delay of a thrown invocation, doubling. Default 500 ms. */
+  /** First retry delay of a thrown invocation, doubling. Default 60 s: Lambda's, one minute then two. */
   retryBackoffMs?: number;
   /** How the bridge reaches the functions: through EventBridge (production, the default) or invoking them. */
   via?: 'eventbridge' | 'lambda';
@@ -78,7 +78,7 @@ export function lambdaModelSink(
   const closing = new AbortController();
   let running = 0;
   let idleWaiters: (() => void)[] = [];
-  const backoffMs = options.retryBackoffMs ?? 500;
+  const backoffMs = options.retryBackoffMs ?? 60_000;
 
   const settled = () => {
     if (running > 0) return;
