@@ -2,7 +2,7 @@
  * A batch event on the real adapters (docs/adr/0112-one-gateways-burst-in-one-invocation.md): the local Kubernetes
  * API (its exec over WebSocket reaches the simulated kube-ovn 1.12 gateway), DynamoDB (dynalite), the handlers' own
  * identity under infra/rbac. One invocation in ONE container (one Deps, so one gateway batcher) configures a burst
- * of adds on one gateway with far fewer execs than EIPs, counted from the local API's request log; a member whose
+ * of adds on one gateway with fewer execs than EIPs, counted from the local API's request log; a member whose
  * address another host answers for (duplicate address detection refuses it) does not spoil the others; and the
  * batch's retry costs each member that succeeded what the request counts below say.
  */
@@ -127,7 +127,7 @@ describe('a batch event in one container, on the real adapters', () => {
   let good: IptablesEip[] = [];
   let events: EipEvent[] = [];
 
-  it(`configures ${N} adds on one gateway with far fewer than ${N} execs; a refused member spoils none`, async () => {
+  it(`configures ${N} adds on one gateway with fewer than ${N} execs; a refused member spoils none`, async () => {
     good = [];
     for (let i = 0; i < N; i++) good.push(await createEip(`batch-eip-${i}`));
     const bad = await createEip('batch-eip-taken', { v4ip: TAKEN });
@@ -150,8 +150,10 @@ describe('a batch event in one container, on the real adapters', () => {
     console.log(
       `batch of ${N + 1} adds (one refused) in one container: ${n} execs, ${handlerRequests().length} API requests, ${took} ms`,
     );
-    // Alone, each add sends its own eip-add exec (and the refused one its own): 17 at least.
-    expect(n).toBeLessThanOrEqual(N / 4);
+    // Alone, each add sends its own eip-add exec (and the refused one its own): 17 at least. Together: 1.12's 6 s of
+    // arping an address spread the adds over at most the pod's 8 lanes (ADR 0125), and the refused rule costs its
+    // exec two or three more to isolate it (ADR 0110).
+    expect(n).toBeLessThanOrEqual(8 + 3);
     for (const e of good)
       expect(
         (
