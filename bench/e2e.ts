@@ -1,6 +1,7 @@
 /**
  * `npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--cache-ms=5000] [--concurrency=64] [--restart] [--qos]
- *   [--exec-latency=0,150] [--exec-commands=none|measured,…] [--kube-ovn-version=1.16] [--handlers=16]`
+ *   [--exec-latency=0,150] [--exec-commands=none|measured,…] [--kube-ovn-version=1.16] [--handlers=16]
+ *   [--lambda-containers=10] [--event-batch-max=8]`
  *
  * The whole product on the local stack (local/stack.ts: local Kubernetes API with the kube-ovn stand-ins and the
  * simulated gateways, dynalite, the bridge with the in-process sink, the handlers on the real adapters): N
@@ -26,7 +27,10 @@
  * (bench/lib/e2e-exec.ts); JSON: bench/results/e2e-exec-<n>-<g>gw[-qos][-<release>][-h<handlers>].json (quick
  * instead of <n>-<g>gw with --quick). `--kube-ovn-version` is the release the lab's gateways play; `--handlers` how many EIPs
  * the local stack's bridge hands to its in-process handlers at once (its CONCURRENCY): they share one container,
- * so their gateway calls are batched together (ADR 0110).
+ * so their gateway calls are batched together (ADR 0110). `--lambda-containers` runs the handlers as on AWS instead
+ * (local/lambda-model.ts): the bridge's lambda sink invoking functions whose containers run one invocation at a time,
+ * at most that many per function, with `--event-batch-max` events of one gateway per invocation (ADR 0112; default 8,
+ * 1 = one event an invocation); JSON name suffix -lambda<containers>-b<max>.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -48,7 +52,7 @@ const BENCH_AGENT = 'eip-bench';
 const WARM_UP_N = 20;
 const QOS = 'qos-demo';
 const USAGE =
-  'usage: npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--concurrency=64] [--cache-ms=5000] [--timeout-s=600] [--restart] [--qos] [--exec-latency=0,150] [--exec-commands=none|measured,…] [--kube-ovn-version=1.16] [--handlers=16]';
+  'usage: npm run bench -- e2e [--n=1000] [--gateways=1] [--quick] [--concurrency=64] [--cache-ms=5000] [--timeout-s=600] [--restart] [--qos] [--exec-latency=0,150] [--exec-commands=none|measured,…] [--kube-ovn-version=1.16] [--handlers=16] [--lambda-containers=10] [--event-batch-max=8]';
 
 export interface E2eOptions {
   n: number;
@@ -69,6 +73,8 @@ export interface E2eOptions {
   kubeOvnRelease?: KubeOvnRelease;
   /** EIPs the local stack's bridge hands to its in-process handlers at once (default: the bridge's 16). */
   handlers?: number;
+  /** Handlers as on AWS (local/lambda-model.ts): containers per function, events per invocation (ADR 0112). */
+  lambda?: { containers: number; groupEvents: number };
 }
 
 export interface Phase {
@@ -163,6 +169,12 @@ export function parseE2eArgs(args: readonly string[]): {
     ...(args.includes('--qos') && { qos: true }),
     ...releaseOption(get('kube-ovn-version')),
     ...(get('handlers') !== undefined && { handlers: num('handlers', 16, 1, 1000) }),
+    ...(get('lambda-containers') !== undefined && {
+      lambda: {
+        containers: num('lambda-containers', 10, 1, 1000),
+        groupEvents: num('event-batch-max', 8, 1, 32),
+      },
+    }),
   };
   const latencies = get('exec-latency')?.split(',');
   const commands = get('exec-commands')?.split(',');
@@ -190,6 +202,9 @@ export function parseE2eArgs(args: readonly string[]): {
     }),
   };
 }
+
+const lambdaSuffix = (o: E2eOptions): string =>
+  o.lambda ? `-lambda${o.lambda.containers}-b${o.lambda.groupEvents}` : '';
 
 function releaseOption(text: string | undefined): { kubeOvnRelease?: KubeOvnRelease } {
   if (text === undefined) return {};
@@ -282,6 +297,7 @@ export async function runE2e(options: E2eOptions): Promise<E2eResult> {
       readCacheMs: options.cacheMs,
       ...(options.kubeOvnRelease && { kubeOvnRelease: options.kubeOvnRelease }),
       ...(options.handlers !== undefined && { concurrency: options.handlers }),
+      ...(options.lambda && { lambda: options.lambda }),
       ...(options.exec && {
         execModel: { startMs: options.exec.latencyMs, commands: options.exec.commands },
       }),
@@ -641,7 +657,7 @@ function render(r: E2eResult): string {
   ];
   const goals = goalsOf(r);
   return [
-    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, ${r.options.handlers ?? 16} handled at once, read cache ${r.options.cacheMs} ms${r.options.exec ? `, exec latency ${r.options.exec.latencyMs} ms with ${r.options.exec.commands === 'measured' ? 'the measured' : 'no'} per-command costs` : ''}${r.options.qos ? ', with QoS' : ''}; gateways play kube-ovn ${r.kubeOvnRelease}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
+    `${r.options.n} EIPs on ${r.options.gateways} gateway(s), ${r.options.concurrency} creates in flight, ${r.options.handlers ?? 16} handled at once, read cache ${r.options.cacheMs} ms${r.options.exec ? `, exec latency ${r.options.exec.latencyMs} ms with ${r.options.exec.commands === 'measured' ? 'the measured' : 'no'} per-command costs` : ''}${r.options.qos ? ', with QoS' : ''}${r.options.lambda ? `; as on Lambda: ${r.options.lambda.containers} one-invocation containers per function, ${r.options.lambda.groupEvents} events of a gateway per invocation` : ''}; gateways play kube-ovn ${r.kubeOvnRelease}; Node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}`,
     '',
     ...p(r.add, 'add (until Ready)'),
     '',
@@ -717,14 +733,14 @@ export const suite: Suite = {
       const result = results[0]!;
       return {
         table: render(result),
-        file: args.includes('--quick') ? 'e2e-quick.json' : `e2e-${options.n}-${options.gateways}gw.json`,
+        file: `${args.includes('--quick') ? 'e2e-quick' : `e2e-${options.n}-${options.gateways}gw`}${lambdaSuffix(options)}.json`,
         json: { ...meta, ...result, goals: goalsOf(result) },
       };
     }
     return {
       table: [compareRuns(results), '', ...results.map(render)].join('\n\n'),
       // Named by what was run: a QoS run or another release does not overwrite the plain 1,000-EIP comparison.
-      file: `e2e-exec-${args.includes('--quick') ? 'quick' : `${options.n}-${options.gateways}gw`}${options.qos ? '-qos' : ''}${options.kubeOvnRelease ? `-${options.kubeOvnRelease}` : ''}${options.handlers === undefined ? '' : `-h${options.handlers}`}.json`,
+      file: `e2e-exec-${args.includes('--quick') ? 'quick' : `${options.n}-${options.gateways}gw`}${options.qos ? '-qos' : ''}${options.kubeOvnRelease ? `-${options.kubeOvnRelease}` : ''}${options.handlers === undefined ? '' : `-h${options.handlers}`}${lambdaSuffix(options)}.json`,
       json: {
         ...meta,
         comparison: comparisonOf(results),

@@ -21,6 +21,8 @@ import { DEFAULT_DRIFT_PERIOD_MS } from '../shared/audit/schedule.js';
 import { type Bridge, inProcessSink, startBridge } from '../shared/bridge/index.js';
 import { BRIDGE_SERVICE } from '../shared/bridge/metrics.js';
 import { loadConfig } from '../shared/config/config.js';
+import type { Outcome } from '../shared/core/outcome.js';
+import type { EipEvent } from '../shared/events.js';
 import { jsonLogger, type Level } from '../shared/observability/log.js';
 import type { Deps, Logger } from '../shared/ports.js';
 import { startStandIns } from './controllers/index.js';
@@ -32,6 +34,7 @@ import { localDynamoClient, startLocalDynamo } from './dynamo.js';
 import { type Component, componentTokens, kubeOvnFence, labManifests, type Manifest } from './identities.js';
 import { type KubeApi, startKubeApi } from './kube-api/index.js';
 import { kubeConfigFromFile } from './kubeconfig.js';
+import { type LambdaModelOptions, lambdaModelSink } from './lambda-model.js';
 import { breakPredecessorLeases, stackInstance } from './leases.js';
 import type { ExecModelOptions } from './natgw/exec-model.js';
 import { DEFAULT_RELEASE, type KubeOvnRelease } from './natgw/releases.js';
@@ -105,6 +108,12 @@ export interface LocalStackOptions {
    * set, else 5000 as in Lambda; 0 turns it off.
    */
   readCacheMs?: number;
+  /**
+   * Run the handlers as on AWS instead of in the bridge's process: the lambda sink (with its grouping of one
+   * gateway's events, ADR 0112) invoking functions whose containers run one invocation at a time
+   * (local/lambda-model.ts). Default: the in-process sink, all handlers in one container.
+   */
+  lambda?: LambdaModelOptions;
 }
 
 export interface LocalStack {
@@ -263,14 +272,22 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
       }),
       newId: instance.holderId,
     };
-    const sink = inProcessSink({
-      getDeps: async () => deps,
-      retries: options.retries ?? 5,
-      backoffMs: options.retryBackoffMs ?? 500,
-      ...(options.retryForMs !== undefined && { retryForMs: options.retryForMs }),
-      log,
-      ...(outcomes && { onOutcome: (event, outcome) => outcomes.add(event, outcome) }),
-    });
+    const onOutcome = outcomes && ((event: EipEvent, outcome: Outcome) => outcomes.add(event, outcome));
+    const sink = options.lambda
+      ? lambdaModelSink({
+          ...options.lambda,
+          getDeps: async () => deps,
+          log,
+          ...(onOutcome && { onOutcome }),
+        })
+      : inProcessSink({
+          getDeps: async () => deps,
+          retries: options.retries ?? 5,
+          backoffMs: options.retryBackoffMs ?? 500,
+          ...(options.retryForMs !== undefined && { retryForMs: options.retryForMs }),
+          log,
+          ...(onOutcome && { onOutcome }),
+        });
     const bridge = await startBridge({
       kubeConfig: as('bridge'),
       namespace: NAMESPACE,

@@ -238,10 +238,68 @@ function sizeOf(input: unknown): number {
 }
 
 /**
- * Accepts an EventBridge envelope or a bare detail; returns the detail.
- * @throws InvalidEventError naming the offending field
+ * Several events of one handler in one delivery (docs/adr/0112-one-gateways-burst-in-one-invocation.md): the
+ * bridge's sinks group the events of one handler and one gateway that wait together, so that one Lambda invocation
+ * runs them side by side and their gateway calls share execs. Each member is a whole event, validated as one; the
+ * EventBridge detail-type stays the handler's, so the rules route a batch as they route its members.
  */
-export function parseEipEvent(input: unknown): EipEvent {
+export interface EipBatch {
+  version: 1;
+  handler: HandlerName;
+  events: EipEvent[];
+}
+
+/** The most events one batch may carry (the sinks send fewer: EVENT_BATCH_MAX, default 8). */
+export const MAX_BATCH_EVENTS = 32;
+
+/** What a sink sends for a group of events of one handler: the event itself when alone, else a batch. */
+export function detailOf(events: readonly EipEvent[]): EipEvent | EipBatch {
+  if (events.length === 1) return events[0]!;
+  return { version: 1, handler: events[0]!.handler, events: [...events] };
+}
+
+/** A member of a delivery: its event, or why it was refused (with its name when that name is a valid one). */
+export type Member = { event: EipEvent } | { error: InvalidEventError; name: string };
+
+function member(m: unknown, path: string, handler: HandlerName): Member {
+  try {
+    const event = parseDetail(m, path);
+    if (event.handler !== handler) fail(`${path}.handler`, `must be the batch's handler, ${handler}`);
+    return { event };
+  } catch (error) {
+    if (!(error instanceof InvalidEventError)) throw error;
+    const name = isObj(m) && isObj(m.object) ? m.object.name : undefined;
+    return { error, name: typeof name === 'string' && NAME.test(name) && name.length <= 253 ? name : '' };
+  }
+}
+
+/** A batch's frame is checked as a whole; each member on its own (a bad member spoils only itself). */
+function parseBatch(d: Obj, path: string): { handler: HandlerName; members: Member[] } {
+  onlyKeys(d, path, ['version', 'handler', 'events']);
+  if (d.version !== 1) fail(`${path}.version`, `must be 1, got ${JSON.stringify(d.version)}`);
+  const handler = d.handler as HandlerName;
+  if (!HANDLERS.includes(handler)) fail(`${path}.handler`, `must be one of ${HANDLERS.join(', ')}`);
+  const events = d.events;
+  if (!Array.isArray(events)) fail(`${path}.events`, 'must be an array');
+  if (events.length < 2 || events.length > MAX_BATCH_EVENTS)
+    fail(`${path}.events`, `must hold 2 to ${MAX_BATCH_EVENTS} events, got ${events.length}`);
+  return { handler, members: events.map((m, i) => member(m, `${path}.events[${i}]`, handler)) };
+}
+
+/** A detail or a batch detail (one with `events`) at `path`. */
+function parseAny(d: unknown, path: string): { handler: HandlerName; members: Member[] } {
+  if (isObj(d) && 'events' in d) return parseBatch(d, path);
+  const event = parseDetail(d, path);
+  return { handler: event.handler, members: [{ event }] };
+}
+
+/**
+ * Accepts an EventBridge envelope or a bare detail, of one event or of a batch. A single event comes back as the one
+ * member, a batch as one member per event, each validated as a single event is: a bad member is returned as its
+ * error, the others as events.
+ * @throws InvalidEventError naming the offending field, for a single event or a batch's frame
+ */
+export function parseEipEvents(input: unknown): { handler: HandlerName; members: Member[] } {
   if (!isObj(input)) fail('event', 'must be a JSON object');
   const bytes = sizeOf(input);
   if (bytes > MAX_EVENT_BYTES)
@@ -251,10 +309,22 @@ export function parseEipEvent(input: unknown): EipEvent {
     );
   if ('detail' in input || 'detail-type' in input || 'source' in input) {
     if (input.source !== EVENT_SOURCE) fail('source', `must be "${EVENT_SOURCE}"`);
-    const event = parseDetail(input.detail, 'detail');
-    if (input['detail-type'] !== detailTypeOf(event.handler))
-      fail('detail-type', `must be "${detailTypeOf(event.handler)}" for handler ${event.handler}`);
-    return event;
+    const parsed = parseAny(input.detail, 'detail');
+    if (input['detail-type'] !== detailTypeOf(parsed.handler))
+      fail('detail-type', `must be "${detailTypeOf(parsed.handler)}" for handler ${parsed.handler}`);
+    return parsed;
   }
-  return parseDetail(input, 'event');
+  return parseAny(input, 'event');
+}
+
+/**
+ * Accepts an EventBridge envelope or a bare detail of one event; returns the detail.
+ * @throws InvalidEventError naming the offending field (a batch is refused: parseEipEvents takes it)
+ */
+export function parseEipEvent(input: unknown): EipEvent {
+  const { members } = parseEipEvents(input);
+  const only = members.length === 1 ? members[0]! : undefined;
+  if (!only) fail('event.events', 'is a batch; one event was expected');
+  if ('error' in only) throw only.error;
+  return only.event;
 }

@@ -93,10 +93,18 @@ function sinkOf(config: BridgeConfig, kubeConfig: KubeConfig, log: Logger): Sink
         client: new EventBridgeClient(awsOptions(config)),
         ...(config.eventBusName && { eventBusName: config.eventBusName }),
         verifyBus: true,
+        groupEvents: config.eventBatchMax,
+        lingerMs: config.eventBatchWindowMs,
         log,
       });
     case 'lambda':
-      return lambdaSink({ client: new LambdaClient(awsOptions(config)), functions: config.functions!, log });
+      return lambdaSink({
+        client: new LambdaClient(awsOptions(config)),
+        functions: config.functions!,
+        groupEvents: config.eventBatchMax,
+        windowMs: config.eventBatchWindowMs,
+        log,
+      });
     case 'in-process': {
       const deps = buildDeps(loadConfig(process.env), { kubeConfig, log });
       return inProcessSink({ getDeps: async () => deps, log });

@@ -13,7 +13,7 @@ import { backoffDelay, sleep } from './backoff.js';
 import { CoexistenceConflict, checkCoexistence } from './coexistence.js';
 import { ForeignWriterWatch } from './foreign.js';
 import { startHealthServer } from './health.js';
-import { isTerminating, type KubeObject, nameOf, rvOf, uidOf } from './objects.js';
+import { field, isTerminating, type KubeObject, nameOf, rvOf, uidOf } from './objects.js';
 import { SpreadResync, type SpreadResyncOptions, type Timers } from './resync.js';
 import type { Sink } from './sinks/sink.js';
 import { errorText, SinkGaveUp } from './sinks/sink.js';
@@ -221,6 +221,10 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
     queue.later({ event, observedAt: Date.now() + delay }, delay);
   }
 
+  // The sinks that feed Lambda group one gateway's events into one invocation (ADR 0112).
+  sink.knowGateways?.(
+    (e) => field(tracker.get('IptablesEIP', e.object.name), 'spec', 'natGwDp') || undefined,
+  );
   sink.subscribe?.({
     gaveUp: (event, error, permanent) => {
       if (draining) {

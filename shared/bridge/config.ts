@@ -12,6 +12,8 @@
  * | `RESYNC_SECONDS` | period of the resync that re-sends every EIP to update; 0 = off | `600` |
  * | `RESYNC_RATE` | the most EIPs a resync sends per second: it spreads them evenly over its period, and takes longer when they do not fit (resync.ts) | `20` |
  * | `CONCURRENCY` | EIPs handled at once | `16` |
+ * | `EVENT_BATCH_MAX` | eventbridge and lambda sinks: events of one handler and gateway in one entry or invocation at most (ADR 0112); 1 = one event each | `8` |
+ * | `EVENT_BATCH_WINDOW_MS` | how long an event waits for others to share its entry or invocation (the eventbridge sink's linger) | `100` |
  * | `HEALTH_PORT`, `HEALTH_HOST` | /healthz, /readyz, /metrics; port 0 = ephemeral | `8080`, `0.0.0.0` |
  * | `DRAIN_SECONDS` | how long SIGTERM waits for queued events (keep below terminationGracePeriodSeconds) | `25` |
  * | `STATS_SECONDS` | how often the counters are logged; 0 = never | `60` |
@@ -28,9 +30,10 @@
  */
 import { ConfigError } from '../config/config.js';
 import { REGION_NAME, resolveRegion } from '../config/region.js';
-import { HANDLERS, type HandlerName } from '../events.js';
+import { HANDLERS, type HandlerName, MAX_BATCH_EVENTS } from '../events.js';
 import { type Level, levelFromEnv } from '../observability/log.js';
 import { metricsNamespace, STAGE_NAME } from '../observability/metrics.js';
+import { DEFAULT_GROUP_EVENTS, DEFAULT_GROUP_WINDOW_MS } from './sinks/group.js';
 
 export const SINKS = ['eventbridge', 'lambda', 'in-process'] as const;
 export type SinkKind = (typeof SINKS)[number];
@@ -49,6 +52,10 @@ export interface BridgeConfig {
   /** EIPs per second at most during a resync (spread over its period). */
   resyncRate: number;
   concurrency: number;
+  /** Events in one EventBridge entry or Lambda invocation at most (ADR 0112); 1: one each. */
+  eventBatchMax: number;
+  /** How long an event waits for others to share its entry or invocation. */
+  eventBatchWindowMs: number;
   healthPort: number;
   healthHost: string;
   drainMs: number;
@@ -165,6 +172,8 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
   const resyncMs = int('RESYNC_SECONDS', 600, 0, 86_400) * 1000;
   const resyncRate = int('RESYNC_RATE', 20, 1, 10_000);
   const concurrency = int('CONCURRENCY', 16, 1, 1000);
+  const eventBatchMax = int('EVENT_BATCH_MAX', DEFAULT_GROUP_EVENTS, 1, MAX_BATCH_EVENTS);
+  const eventBatchWindowMs = int('EVENT_BATCH_WINDOW_MS', DEFAULT_GROUP_WINDOW_MS, 0, 1000);
   const healthPort = int('HEALTH_PORT', 8080, 0, 65_535);
   const healthHost = text('HEALTH_HOST') ?? '0.0.0.0';
   const drainMs = int('DRAIN_SECONDS', 25, 0, 3600) * 1000;
@@ -187,6 +196,8 @@ export function loadBridgeConfig(env: NodeJS.ProcessEnv = process.env): Readonly
     resyncMs,
     resyncRate,
     concurrency,
+    eventBatchMax,
+    eventBatchWindowMs,
     healthPort,
     healthHost,
     drainMs,

@@ -73,6 +73,50 @@ describe('corpus: malformed events', () => {
   });
 });
 
+/** Where a member's refusal names the field the case's single event names (the member is events[1] of a batch). */
+function memberField(c: EventCase): string {
+  if (c.field.startsWith('event.')) return `event.events[1].${c.field.slice('event.'.length)}`;
+  if (c.field === 'handler') return 'event.events[1].handler';
+  return 'event.events[1]'; // not an object, or an envelope where a detail is expected
+}
+
+// A batch (ADR 0112) validates each member as a single event: every hostile case as one member, beside the
+// sentinel's own add, is refused on its own, naming its field under events[1]; the sentinel's add runs (unchanged:
+// it is configured) and nothing changes. An oversized member makes the whole batch too large: refused as a whole.
+describe('corpus: malformed events as a member of a batch', () => {
+  const members = events.filter((c) => c.expect !== 'harmless');
+  it.each(members.map((c) => [c.id, c] as const))('%s', async (_id, c: EventCase) => {
+    const w = await sentinelWorld();
+    const before = w.snapshot();
+    await expectCase(c, async () => {
+      const good = {
+        version: 1,
+        id: 'uid-sentinel:1:added',
+        handler: 'add',
+        reason: 'added',
+        object: { name: 'sentinel' },
+      };
+      const batch = { version: 1, handler: 'add', events: [good, eventInput(c)] };
+      const out = await eipHandler('add', async () => w.deps)(batch, ctx);
+      expect(({} as Record<string, unknown>).polluted, 'Object.prototype polluted').toBeUndefined();
+      if (c.id.startsWith('oversized')) {
+        expect(out).toMatchObject({ status: 'rejected', code: 'InvalidEvent', eip: '' });
+      } else {
+        expect('batch' in out, JSON.stringify(out).slice(0, 300)).toBe(true);
+        const [sentinel, refused] = 'batch' in out ? out.batch : [];
+        expect(sentinel).toMatchObject({ status: 'unchanged', eip: 'sentinel' });
+        expect(refused).toMatchObject({ status: 'rejected', code: 'InvalidEvent' });
+        const message = refused?.status === 'rejected' ? refused.message : '';
+        expect(message, c.why).toContain(memberField(c));
+        expect(message.length, 'the error stays small').toBeLessThan(1_000);
+        expect(refused!.eip).toMatch(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/);
+      }
+      expect(w.gateway.calls, 'no exec').toEqual([]);
+      expect(w.snapshot(), 'nothing changed').toEqual(before);
+    });
+  });
+});
+
 /** Puts the value case's objects into the world; returns the EIP's name. */
 function seed(w: World, c: ValueCase, i: number): string {
   const o = caseObjects(c, i);

@@ -21,4 +21,31 @@ describe('npm run bench -- e2e --quick', () => {
     expect(r.add.kube.execs).toBeLessThan(40);
     expect(r.add.dynamo.perEip).toBeGreaterThan(0);
   }, 300_000);
+
+  it('as on Lambda (one-invocation containers, local/lambda-model.ts): one gateway’s burst shares execs only when grouped', async () => {
+    const run = (groupEvents: number) =>
+      runE2e({
+        n: 24,
+        gateways: 1,
+        concurrency: 24,
+        cacheMs: 5000,
+        timeoutMs: 240_000,
+        lambda: { containers: 6, groupEvents },
+      });
+    const alone = await run(1);
+    const grouped = await run(8);
+    for (const r of [alone, grouped]) {
+      expect(r.duplicates).toBe(0);
+      expect(r.notReady).toBe(0);
+      expect(r.delete.done).toBe(24);
+      expect(r.deadLetters).toBe(0);
+    }
+    // One event an invocation: every add its own exec, whatever the containers (ADR 0110's Lambda case).
+    expect(alone.add.kube.execs).toBe(24);
+    // Grouped (ADR 0112): the members of an invocation share execs.
+    expect(grouped.add.kube.execs).toBeLessThan(24);
+    console.log(
+      `24 adds on one gateway as on Lambda: ${alone.add.kube.execs} execs alone, ${grouped.add.kube.execs} grouped`,
+    );
+  }, 600_000);
 });

@@ -25,6 +25,8 @@ describe('bridge configuration', () => {
       resyncMs: 600_000,
       resyncRate: 20,
       concurrency: 16,
+      eventBatchMax: 8,
+      eventBatchWindowMs: 100,
       healthPort: 8080,
       healthHost: '0.0.0.0',
       drainMs: 25_000,
@@ -37,6 +39,18 @@ describe('bridge configuration', () => {
       heartbeatMs: 60_000,
       coexistenceCheck: 'refuse',
     });
+  });
+
+  it('takes the grouping of one gateway’s events (ADR 0112) within its bounds', () => {
+    const env = { ...DEPLOYED, KUBERNETES_SERVICE_HOST: '10.96.0.1' };
+    expect(loadBridgeConfig({ ...env, EVENT_BATCH_MAX: '1', EVENT_BATCH_WINDOW_MS: '0' })).toMatchObject({
+      eventBatchMax: 1,
+      eventBatchWindowMs: 0,
+    });
+    expect(problemsOf({ ...env, EVENT_BATCH_MAX: '33', EVENT_BATCH_WINDOW_MS: '-1' })).toEqual([
+      'EVENT_BATCH_MAX must be an integer from 1 to 32, got "33"',
+      'EVENT_BATCH_WINDOW_MS must be an integer from 0 to 1000, got "-1"',
+    ]);
   });
 
   it('needs the stage for its metrics and a region for AWS, found as the AWS CLI finds it', () => {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
 import { InvalidEventError } from '../../shared/domain/errors.js';
-import { HANDLERS, parseEipEvent, REASONS } from '../../shared/events.js';
+import { HANDLERS, MAX_BATCH_EVENTS, parseEipEvent, parseEipEvents, REASONS } from '../../shared/events.js';
 
 const dir = join(import.meta.dirname, '../../events');
 const schema = JSON.parse(readFileSync(join(dir, 'schema.json'), 'utf8'));
@@ -15,11 +15,14 @@ const samples = readdirSync(dir)
 describe('sample events', () => {
   it.each(samples)('%s is valid by the JSON Schema and by the runtime parser', (_f, event) => {
     expect(validate(event), JSON.stringify(validate.errors)).toBe(true);
-    expect(() => parseEipEvent(event)).not.toThrow();
+    const { members } = parseEipEvents(event);
+    for (const m of members) expect('event' in m, JSON.stringify(m)).toBe(true);
   });
 
   it('cover every handler and every reason the schema lists', () => {
-    const parsed = samples.map(([, e]) => parseEipEvent(e));
+    const parsed = samples.flatMap(([, e]) =>
+      parseEipEvents(e).members.flatMap((m) => ('event' in m ? [m.event] : [])),
+    );
     expect(new Set(parsed.map((e) => e.handler))).toEqual(new Set(HANDLERS));
     const reasons = new Set(parsed.map((e) => e.reason));
     // 'resync' and 'manual' are sent to update; everything else has its own sample.
@@ -67,5 +70,72 @@ describe('invalid events are rejected by both, naming the bad field', () => {
     // The envelope/detail-type pairing is a cross-field rule the schema cannot express; every other case must
     // also fail the schema, so the two stay in step.
     if (!/detail-type disagrees/.test(_what)) expect(validate(event)).toBe(false);
+  });
+});
+
+describe('batches', () => {
+  const member = (name: string, handler = 'add') => ({
+    version: 1,
+    id: `${name}:1:added`,
+    handler,
+    reason: 'added',
+    object: { name },
+  });
+  const batch = (events: unknown[], handler = 'add') => ({ version: 1, handler, events });
+
+  it('parse to their members in order; a single event stays one member', () => {
+    const { handler, members } = parseEipEvents(batch([member('a'), member('b'), member('a')]));
+    expect(handler).toBe('add');
+    expect(members.map((m) => ('event' in m ? m.event.object.name : '?'))).toEqual(['a', 'b', 'a']);
+    expect(parseEipEvents(member('a')).members).toHaveLength(1);
+    expect(() => parseEipEvent(batch([member('a'), member('b')]))).toThrow(/is a batch/);
+  });
+
+  it('refuse a bad member on its own, naming its field; the others parse', () => {
+    const { members } = parseEipEvents(
+      batch([member('a'), { ...member('b'), object: { name: 'Bad_Name' } }, member('c', 'delete')]),
+    );
+    expect('event' in members[0]!).toBe(true);
+    const bad = members[1]!;
+    expect('error' in bad && bad.error.message).toMatch(/event\.events\[1\]\.object\.name "Bad_Name"/);
+    expect('error' in bad && bad.name).toBe(''); // a hostile name is never echoed
+    const other = members[2]!;
+    expect('error' in other && other.error.message).toMatch(
+      /event\.events\[2\]\.handler must be the batch's handler/,
+    );
+    expect('error' in other && other.name).toBe('c');
+    // The schema refuses the batch as a whole for the bad name; the handler mismatch is a cross-field rule.
+    expect(validate(batch([member('a'), { ...member('b'), object: { name: 'Bad_Name' } }]))).toBe(false);
+  });
+
+  const frames: [string, unknown, RegExp][] = [
+    ['one member', batch([member('a')]), /event\.events must hold 2 to 32 events, got 1/],
+    [
+      'too many members',
+      batch(Array.from({ length: MAX_BATCH_EVENTS + 1 }, (_, i) => member(`e${i}`))),
+      /event\.events must hold 2 to 32/,
+    ],
+    [
+      'events not an array',
+      { version: 1, handler: 'add', events: { 0: member('a') } },
+      /event\.events must be an array/,
+    ],
+    ['an unknown handler', batch([member('a'), member('b')], 'create'), /event\.handler must be one of/],
+    ['a wrong version', { ...batch([member('a'), member('b')]), version: 2 }, /event\.version must be 1/],
+    ['an unknown field', { ...batch([member('a'), member('b')]), id: 'x' }, /event\.id is not a known field/],
+    [
+      'an envelope whose detail-type is another handler’s',
+      {
+        source: 'eip-lambdas.bridge',
+        'detail-type': 'IptablesEIP delete',
+        detail: batch([member('a'), member('b')]),
+      },
+      /detail-type must be "IptablesEIP add"/,
+    ],
+  ];
+  it.each(frames)('refuse a bad frame as a whole: %s', (what, input, message) => {
+    expect(() => parseEipEvents(input)).toThrow(InvalidEventError);
+    expect(() => parseEipEvents(input)).toThrow(message);
+    if (!/detail-type/.test(what)) expect(validate(input)).toBe(false);
   });
 });

@@ -2,9 +2,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
+import type { Outcome } from '../../shared/core/outcome.js';
 import { DeadlineError, GatewayNotReadyError } from '../../shared/domain/errors.js';
 import type { EipEvent } from '../../shared/events.js';
-import { eipHandler } from '../../shared/lambda/eip-handler.js';
+import { type BatchOutcome, eipHandler } from '../../shared/lambda/eip-handler.js';
 import { world } from '../support/world.js';
 
 const dir = join(import.meta.dirname, '../../events');
@@ -14,6 +15,8 @@ const samples = readdirSync(dir)
 
 const handlerOf = (event: Record<string, unknown>): EipEvent['handler'] =>
   ((event.detail as EipEvent | undefined) ?? (event as unknown as EipEvent)).handler;
+/** The outcomes of a single event or of a batch. */
+const outcomesOf = (o: Outcome | BatchOutcome): Outcome[] => ('batch' in o ? o.batch : [o]);
 
 function lambdaContext(remainingMs: number): Context {
   const end = Date.now() + remainingMs;
@@ -28,9 +31,9 @@ describe('the handlers with the sample events', () => {
     });
     w.eip('demo-eip', { qosPolicy: 'qos-demo' });
     const handler = eipHandler(handlerOf(event), async () => w.deps);
-    const outcome = await handler(event as EipEvent, {} as Context);
-    expect(['applied', 'unchanged', 'skipped']).toContain(outcome.status);
-    expect(outcome.eip).toBe('demo-eip');
+    const outcomes = outcomesOf(await handler(event as unknown, {} as Context));
+    for (const outcome of outcomes) expect(['applied', 'unchanged', 'skipped']).toContain(outcome.status);
+    expect(outcomes[0]!.eip).toBe('demo-eip');
   });
 
   it('add.json configures the demo EIP end to end', async () => {

@@ -573,12 +573,32 @@ describe.skipIf(noMoto)('the AWS CLI blocks, against moto_server', () => {
       JSON.stringify({ ...envelope, detail: { ...detail, handler: 'add' } }),
     );
     writeFileSync(join(dir, 'attrs.json'), JSON.stringify(attrs));
+    // A batch (ADR 0112) whose second member failed every retry: only that member is listed. A rule's dead letter
+    // of a batch: every member.
+    const batch = JSON.parse(readFileSync(join(root, 'events/add-batch.json'), 'utf8'));
+    const failed = batch.events[1].object.name as string;
+    writeFileSync(
+      join(dir, 'batch.json'),
+      JSON.stringify({
+        ...lambdaRecord,
+        requestPayload: { ...envelope, detail: batch },
+        responsePayload: {
+          errorType: 'BatchMembersFailedError',
+          errorMessage: `1 of ${batch.events.length} events will be retried: ${failed} (LeaseHeld)`,
+          trace: [],
+        },
+      }),
+    );
+    writeFileSync(join(dir, 'batch-rule.json'), JSON.stringify({ ...envelope, detail: batch }));
     const send = run(
       [
         outputFn(),
         'Q=$(output DeadLetterQueueUrl)',
         'aws sqs send-message --region $REGION --queue-url "$Q" --message-body file://lambda.json >/dev/null',
         'aws sqs send-message --region $REGION --queue-url "$Q" --message-body file://rule.json \\',
+        '  --message-attributes file://attrs.json >/dev/null',
+        'aws sqs send-message --region $REGION --queue-url "$Q" --message-body file://batch.json >/dev/null',
+        'aws sqs send-message --region $REGION --queue-url "$Q" --message-body file://batch-rule.json \\',
         '  --message-attributes file://attrs.json >/dev/null',
       ].join('\n'),
     );
@@ -589,11 +609,32 @@ describe.skipIf(noMoto)('the AWS CLI blocks, against moto_server', () => {
       .trim()
       .split('\n')
       .map((l) => l.split('\t'))
-      .sort((a, b) => a[3]!.localeCompare(b[3]!));
+      .sort((a, b) => a.join(' ').localeCompare(b.join(' ')));
     const name = detail.object.name as string;
-    expect(rows).toEqual([
-      [name, 'add', detail.reason, 'RetriesExhausted', '3', 'GatewayNotReadyError', 'gateway pod not ready'],
-      [name, 'add', detail.reason, 'undelivered', '10', 'Throttling', 'Rate exceeded'],
-    ]);
+    const members = batch.events.map((e: { object: { name: string } }) => e.object.name) as string[];
+    expect(rows).toEqual(
+      [
+        [
+          name,
+          'add',
+          detail.reason,
+          'RetriesExhausted',
+          '3',
+          'GatewayNotReadyError',
+          'gateway pod not ready',
+        ],
+        [name, 'add', detail.reason, 'undelivered', '10', 'Throttling', 'Rate exceeded'],
+        [
+          failed,
+          'add',
+          'added',
+          'RetriesExhausted',
+          '3',
+          'BatchMembersFailedError',
+          `1 of ${members.length} events will be retried: ${failed} (LeaseHeld)`,
+        ],
+        ...members.map((m) => [m, 'add', 'added', 'undelivered', '10', 'Throttling', 'Rate exceeded']),
+      ].sort((a, b) => a.join(' ').localeCompare(b.join(' '))),
+    );
   }, 240_000);
 });

@@ -3,7 +3,8 @@
  * that fails (`FailedEntryCount` / `Entries[i].ErrorCode`, or the whole call throwing) is retried with
  * exponential backoff and jitter. The buffer is bounded (retrying entries count; one batch may be in flight on
  * top), so `send()` waits while it is full: a slow or failing bus slows the bridge down instead of growing memory
- * without limit.
+ * without limit. Events of one handler on one gateway that wait together share an entry, as a batch detail
+ * (./group.ts, docs/adr/0112-one-gateways-burst-in-one-invocation.md): one Lambda invocation then runs them.
  */
 import type {
   DescribeEventBusCommand,
@@ -11,9 +12,10 @@ import type {
   PutEventsCommand,
   PutEventsCommandOutput,
 } from '@aws-sdk/client-eventbridge';
-import { detailTypeOf, type EipEvent, EVENT_SOURCE } from '../../events.js';
+import { detailOf, detailTypeOf, type EipEvent, EVENT_SOURCE } from '../../events.js';
 import type { Logger } from '../../ports.js';
 import { backoffDelay, sleep } from '../backoff.js';
+import { type GatewayOf, type Group, groupLimits, takeGroups } from './group.js';
 import {
   awsCodeOf,
   emptySinkStats,
@@ -39,8 +41,14 @@ export interface EventBridgeSinkOptions {
   bufferSize?: number;
   /** Entries per PutEvents call, 1–10. Default 10. */
   batchSize?: number;
-  /** How long a partial batch waits for company before it is sent. Default 20 ms. */
+  /** How long a partial batch waits for company before it is sent (and a group for members). Default 20 ms. */
   lingerMs?: number;
+  /** Events of one handler and gateway in one entry at most (1: one event an entry). Default 8 (./group.ts). */
+  groupEvents?: number;
+  /** Bytes of one entry's detail at most. Default 24 KiB (./group.ts). */
+  groupBytes?: number;
+  /** The gateway of an event's EIP (the bridge's cache); the bridge also sets it with `knowGateways`. */
+  gatewayOf?: GatewayOf;
   /** Delivery attempts per entry before it is given up. Default 8. */
   maxAttempts?: number;
   /** First retry delay; doubles per attempt up to maxBackoffMs. Defaults 200 ms and 20 s. */
@@ -64,10 +72,18 @@ interface Entry {
 }
 
 const MAX_BATCH = 10;
+/**
+ * What one PutEvents call may carry: its entries' sizes (Time 14 bytes, Source, DetailType and Detail in UTF-8)
+ * must stay below 256 KB; 256,000 bytes is below it however KB is read.
+ */
+export const MAX_PUT_EVENTS_BYTES = 256_000;
+const ENTRY_OVERHEAD_BYTES = 14 + Buffer.byteLength(EVENT_SOURCE) + Buffer.byteLength(detailTypeOf('update'));
 
-export function eventBridgeSink(
-  options: EventBridgeSinkOptions,
-): Sink & { flush(): Promise<void>; subscribe(listener: SinkListener): void } {
+export function eventBridgeSink(options: EventBridgeSinkOptions): Sink & {
+  flush(): Promise<void>;
+  subscribe(listener: SinkListener): void;
+  knowGateways(lookup: GatewayOf): void;
+} {
   const bufferSize = options.bufferSize ?? 100;
   const batchSize = Math.min(MAX_BATCH, Math.max(1, options.batchSize ?? MAX_BATCH));
   const lingerMs = options.lingerMs ?? 20;
@@ -77,6 +93,10 @@ export function eventBridgeSink(
   const random = options.random ?? Math.random;
   const log = options.log;
   if (bufferSize < batchSize) throw new RangeError('bufferSize must hold at least one batch');
+  const limits = groupLimits(options.groupEvents, options.groupBytes);
+  /** Events one call carries when every entry is a full group. */
+  const callEvents = batchSize * limits.maxEvents;
+  let gatewayOf = options.gatewayOf;
 
   const buffer: Entry[] = [];
   const stats: SinkStats = emptySinkStats();
@@ -102,13 +122,15 @@ export function eventBridgeSink(
     for (const f of w) f();
   };
 
-  function toEntry(event: EipEvent) {
+  function toEntry(group: Group<Entry>) {
+    const events = group.events;
+    const first = events[0]!;
     return {
       Source: EVENT_SOURCE,
-      DetailType: detailTypeOf(event.handler),
-      Detail: JSON.stringify(event),
+      DetailType: detailTypeOf(first.handler),
+      Detail: JSON.stringify(detailOf(events)),
       ...(options.eventBusName && { EventBusName: options.eventBusName }),
-      ...(event.emittedAt && { Time: new Date(event.emittedAt) }),
+      ...(first.emittedAt && { Time: new Date(first.emittedAt) }),
     };
   }
 
@@ -148,17 +170,57 @@ export function eventBridgeSink(
     return busMissing;
   }
 
-  async function put(batch: Entry[]): Promise<void> {
+  /** Counts an entry's delivery or failure; true when it is to be sent again. */
+  function settleEntry(
+    entry: Entry,
+    result: { error: string; permanent: boolean } | undefined,
+    now: number,
+  ): boolean {
+    if (result === undefined) {
+      stats.delivered++;
+      delete stats.failingPermanently;
+      return false;
+    }
+    const failure = result.error;
+    entry.attempts++;
+    if (result.permanent || entry.attempts >= maxAttempts) {
+      stats.failures++;
+      if (result.permanent) {
+        stats.permanentFailures++;
+        stats.failingPermanently = failure;
+      }
+      log?.error(result.permanent ? 'event not delivered: permanent error' : 'event dropped after retries', {
+        eventId: entry.event.id,
+        eip: entry.event.object.name,
+        handler: entry.event.handler,
+        attempts: entry.attempts,
+        error: failure,
+      });
+      for (const l of listeners) l.gaveUp?.(entry.event, failure, result.permanent);
+      return false;
+    }
+    stats.retries++;
+    entry.notBefore = now + backoffDelay(entry.attempts, backoffMs, maxBackoffMs, random);
+    log?.warn('event will be retried', {
+      eventId: entry.event.id,
+      eip: entry.event.object.name,
+      attempts: entry.attempts,
+      error: failure,
+    });
+    return true;
+  }
+
+  async function put(groups: Group<Entry>[]): Promise<void> {
     Command ??= (await import('@aws-sdk/client-eventbridge')).PutEventsCommand;
     let results: ({ error: string; permanent: boolean } | undefined)[];
     const missing = await verify();
-    if (missing) results = batch.map(() => ({ error: missing, permanent: true }));
+    if (missing) results = groups.map(() => ({ error: missing, permanent: true }));
     else
       try {
         const out = (await options.client.send(
-          new Command({ Entries: batch.map((e) => toEntry(e.event)) }),
+          new Command({ Entries: groups.map(toEntry) }),
         )) as PutEventsCommandOutput;
-        results = batch.map((_, i) => {
+        results = groups.map((_, i) => {
           const r = out.Entries?.[i];
           if (r?.ErrorCode)
             return {
@@ -172,60 +234,31 @@ export function eventBridgeSink(
         });
       } catch (e) {
         const failure = { error: errorText(e), permanent: PERMANENT_AWS_CODES.has(awsCodeOf(e) ?? '') };
-        results = batch.map(() => failure);
+        results = groups.map(() => failure);
       }
     const now = Date.now();
     const again: Entry[] = [];
-    batch.forEach((entry, i) => {
-      const result = results[i];
-      if (result === undefined) {
-        stats.delivered++;
-        delete stats.failingPermanently;
-        return;
-      }
-      const failure = result.error;
-      entry.attempts++;
-      if (result.permanent || entry.attempts >= maxAttempts) {
-        stats.failures++;
-        if (result.permanent) {
-          stats.permanentFailures++;
-          stats.failingPermanently = failure;
-        }
-        log?.error(
-          result.permanent ? 'event not delivered: permanent error' : 'event dropped after retries',
-          {
-            eventId: entry.event.id,
-            eip: entry.event.object.name,
-            handler: entry.event.handler,
-            attempts: entry.attempts,
-            error: failure,
-          },
-        );
-        for (const l of listeners) l.gaveUp?.(entry.event, failure, result.permanent);
-        return;
-      }
-      stats.retries++;
-      entry.notBefore = now + backoffDelay(entry.attempts, backoffMs, maxBackoffMs, random);
-      log?.warn('event will be retried', {
-        eventId: entry.event.id,
-        eip: entry.event.object.name,
-        attempts: entry.attempts,
-        error: failure,
-      });
-      again.push(entry);
+    groups.forEach((g, i) => {
+      for (const entry of g.items) if (settleEntry(entry, results[i], now)) again.push(entry);
     });
     // Failed entries go back to the front, ahead of newer events for the same EIP.
     buffer.unshift(...again);
   }
 
-  /** Takes up to one batch of entries whose backoff has passed, preserving order. */
-  function takeBatch(now: number): Entry[] {
-    const batch: Entry[] = [];
-    for (let i = 0; i < buffer.length && batch.length < batchSize; ) {
-      if (buffer[i]!.notBefore <= now) batch.push(buffer.splice(i, 1)[0]!);
-      else i++;
-    }
-    return batch;
+  /** Takes up to one call's groups of entries whose backoff has passed, preserving order. */
+  function takeBatch(now: number): Group<Entry>[] {
+    const due = buffer.filter((e) => e.notBefore <= now);
+    const { groups, taken } = takeGroups(due, {
+      limits,
+      eventOf: (e) => e.event,
+      ...(gatewayOf && { lookup: gatewayOf }),
+      maxGroups: batchSize,
+      maxTotalBytes: MAX_PUT_EVENTS_BYTES,
+      overheadBytes: ENTRY_OVERHEAD_BYTES,
+    });
+    const took = new Set(due.slice(0, taken));
+    for (let i = buffer.length - 1; i >= 0; i--) if (took.has(buffer[i]!)) buffer.splice(i, 1);
+    return groups;
   }
 
   async function loop(): Promise<void> {
@@ -239,7 +272,7 @@ export function eventBridgeSink(
           await napFor('backoff', next - now);
           continue;
         }
-        if (due < batchSize && lingerMs > 0 && flushWaiters.length === 0 && buffer.length < bufferSize) {
+        if (due < callEvents && lingerMs > 0 && flushWaiters.length === 0 && buffer.length < bufferSize) {
           await napFor('linger', lingerMs);
         }
         const batch = takeBatch(Date.now());
@@ -273,7 +306,7 @@ export function eventBridgeSink(
       return;
     }
     // A fresh entry should not sit out another entry's backoff; a full batch or a flush not the linger.
-    if (nap?.why === 'backoff' || buffer.length >= batchSize || flushWaiters.length > 0) nap?.wake.abort();
+    if (nap?.why === 'backoff' || buffer.length >= callEvents || flushWaiters.length > 0) nap?.wake.abort();
   }
 
   return {
@@ -292,6 +325,9 @@ export function eventBridgeSink(
     },
     subscribe(listener: SinkListener): void {
       listeners.push(listener);
+    },
+    knowGateways(lookup: GatewayOf): void {
+      gatewayOf ??= lookup;
     },
     stats: () => ({ ...stats }),
   };

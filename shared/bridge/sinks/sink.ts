@@ -3,6 +3,7 @@
  * resolving means "accepted": buffered for EventBridge, accepted (202) by Lambda, handled in-process.
  */
 import type { EipEvent } from '../../events.js';
+import type { GatewayOf } from './group.js';
 
 export interface SinkStats {
   /** Deliveries attempted again after a failure. */
@@ -54,6 +55,11 @@ export interface Sink {
   close?(): Promise<void>;
   /** For sinks that give up on events after `send` resolved (EventBridge). */
   subscribe?(listener: SinkListener): void;
+  /**
+   * For sinks that group one gateway's events (./group.ts): where the bridge's cache says an event's EIP is
+   * configured (its spec.natGwDp).
+   */
+  knowGateways?(lookup: GatewayOf): void;
   stats?(): SinkStats;
   /** A short name for logs and metrics labels. */
   readonly name?: string;
