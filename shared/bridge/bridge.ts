@@ -5,6 +5,7 @@
  * EIP as the last safety net.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import { isNamespaceName } from '../domain/gateway-pod.js';
 import { blockedRetryAfter } from '../domain/retry.js';
 import { type EipEvent, eventId } from '../events.js';
 import { jsonLogger } from '../observability/log.js';
@@ -302,6 +303,10 @@ export async function startBridge(options: BridgeOptions): Promise<Bridge> {
       else if (kind === 'IptablesEIP') reportForeignWrites(object);
       enqueue(tracker.observe(kind, type, object, { initial }), Date.now());
       if (kind === 'IptablesEIP' && type !== 'DELETED') scheduleBlocked(object);
+      // kube-ovn master puts a gateway's pods where its spec.namespace says: watch them there too (ADR 0105).
+      const podNamespace =
+        kind === 'VpcNatGateway' && type !== 'DELETED' && field(object, 'spec', 'namespace');
+      if (podNamespace && isNamespaceName(podNamespace)) source?.watchGatewayPodsIn(podNamespace);
     },
   });
 

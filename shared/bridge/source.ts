@@ -46,17 +46,10 @@ export function watchPaths(namespace: string): WatchSpec[] {
     const path = `/apis/${GROUP}/${VERSION}/${plural}`;
     return { kind, name: kind, path, watchPath: path };
   });
-  const podPath = `/api/v1/namespaces/${namespace}/pods`;
   const configMapPath = `/api/v1/namespaces/${namespace}/configmaps`;
   return [
     ...crs,
-    {
-      kind: 'Pod',
-      name: 'Pod',
-      path: podPath,
-      labelSelector: GATEWAY_POD_SELECTOR,
-      watchPath: `${podPath}?labelSelector=${encodeURIComponent(GATEWAY_POD_SELECTOR)}`,
-    },
+    gatewayPodWatch(namespace, 'Pod'),
     // One watch per ConfigMap, by name: RBAC can then grant exactly these two (resourceNames), not the namespace's.
     ...WATCHED_CONFIG_MAPS.map((name) => {
       const fieldSelector = `metadata.name=${name}`;
@@ -69,6 +62,21 @@ export function watchPaths(namespace: string): WatchSpec[] {
       };
     }),
   ];
+}
+
+/**
+ * The gateway pods of one namespace (label ovn.kubernetes.io/vpc-nat-gw=true): kube-ovn's, and each namespace a
+ * VpcNatGateway's spec.namespace names (kube-ovn master, docs/adr/0105-ha-gateways.md).
+ */
+export function gatewayPodWatch(namespace: string, name = `Pod/${namespace}`): WatchSpec {
+  const path = `/api/v1/namespaces/${namespace}/pods`;
+  return {
+    kind: 'Pod',
+    name,
+    path,
+    labelSelector: GATEWAY_POD_SELECTOR,
+    watchPath: `${path}?labelSelector=${encodeURIComponent(GATEWAY_POD_SELECTOR)}`,
+  };
 }
 
 export type ChangeListener = (
@@ -97,7 +105,8 @@ function plain(o: KubernetesObject): KubeObject {
 
 type ListFn = () => Promise<{ metadata?: { resourceVersion?: string }; items: KubernetesObject[] }>;
 
-function listFn(spec: WatchSpec, kc: KubeConfig, namespace: string): ListFn {
+function listFn(spec: WatchSpec, kc: KubeConfig, home: string): ListFn {
+  const namespace = spec.kind === 'Pod' ? (spec.path.split('/')[4] ?? home) : home;
   if (spec.kind === 'Pod') {
     const core = kc.makeApiClient(CoreV1Api);
     return () => core.listNamespacedPod({ namespace, labelSelector: spec.labelSelector });
@@ -117,32 +126,52 @@ function listFn(spec: WatchSpec, kc: KubeConfig, namespace: string): ListFn {
 
 export class InformerSource {
   private readonly resources: ResilientInformer<KubernetesObject>[];
+  /** The gateway pod watches of the other namespaces VpcNatGateways name, by namespace (started as they appear). */
+  private readonly extra = new Map<string, ResilientInformer<KubernetesObject>>();
+  private stopped = false;
 
-  constructor(options: SourceOptions) {
+  constructor(private readonly options: SourceOptions) {
+    this.resources = watchPaths(options.namespace).map((spec) => this.informer(spec));
+  }
+
+  private informer(spec: WatchSpec): ResilientInformer<KubernetesObject> {
+    const { options } = this;
     const log = options.log;
-    this.resources = watchPaths(options.namespace).map(
-      (spec) =>
-        new ResilientInformer<KubernetesObject>({
-          kubeConfig: options.kubeConfig,
-          kind: spec.name,
-          path: spec.path,
-          list: listFn(spec, options.kubeConfig, options.namespace),
-          ...(spec.labelSelector !== undefined && { labelSelector: spec.labelSelector }),
-          ...(spec.fieldSelector !== undefined && { fieldSelector: spec.fieldSelector }),
-          onChange: (type, o, opts) => {
-            try {
-              options.onChange(spec.kind, type, plain(o), opts);
-            } catch (e) {
-              log?.error('change handler failed', { watch: spec.kind, error: String(e) });
-            }
-          },
-          ...(log && { log }),
-          ...(options.restartBackoffMs !== undefined && { restartBackoffMs: options.restartBackoffMs }),
-          ...(options.maxRestartBackoffMs !== undefined && {
-            maxRestartBackoffMs: options.maxRestartBackoffMs,
-          }),
-        }),
-    );
+    return new ResilientInformer<KubernetesObject>({
+      kubeConfig: options.kubeConfig,
+      kind: spec.name,
+      path: spec.path,
+      list: listFn(spec, options.kubeConfig, options.namespace),
+      ...(spec.labelSelector !== undefined && { labelSelector: spec.labelSelector }),
+      ...(spec.fieldSelector !== undefined && { fieldSelector: spec.fieldSelector }),
+      onChange: (type, o, opts) => {
+        try {
+          options.onChange(spec.kind, type, plain(o), opts);
+        } catch (e) {
+          log?.error('change handler failed', { watch: spec.kind, error: String(e) });
+        }
+      },
+      ...(log && { log }),
+      ...(options.restartBackoffMs !== undefined && { restartBackoffMs: options.restartBackoffMs }),
+      ...(options.maxRestartBackoffMs !== undefined && {
+        maxRestartBackoffMs: options.maxRestartBackoffMs,
+      }),
+    });
+  }
+
+  /**
+   * Watches the gateway pods of `namespace` too, from now on (a VpcNatGateway's spec.namespace, kube-ovn master:
+   * docs/adr/0105-ha-gateways.md), so that a replica coming up there routes its gateway's EIPs as one in kube-ovn's
+   * namespace does. Idempotent; kept until the bridge stops (kube-ovn leaves a workload's pods when the namespace
+   * changes). Not part of `ready()`: a namespace the bridge may not read (infra/bridge/gateway-namespace not applied
+   * for it) is retried with backoff and logged, and leaves that namespace to the periodic resync.
+   */
+  watchGatewayPodsIn(namespace: string): void {
+    if (this.stopped || namespace === this.options.namespace || this.extra.has(namespace)) return;
+    const informer = this.informer(gatewayPodWatch(namespace));
+    this.extra.set(namespace, informer);
+    this.options.log?.info('watching gateway pods in another namespace', { namespace });
+    informer.start().catch(() => undefined);
   }
 
   /**
@@ -166,18 +195,19 @@ export class InformerSource {
 
   /** Closes every watch until `resume()` (back-pressure from a full queue). */
   async pause(): Promise<void> {
-    await Promise.all(this.resources.map((r) => r.pause()));
+    await Promise.all([...this.resources, ...this.extra.values()].map((r) => r.pause()));
   }
 
   resume(): void {
-    for (const r of this.resources) r.resume();
+    for (const r of [...this.resources, ...this.extra.values()]) r.resume();
   }
 
   status(): WatchStatus[] {
-    return this.resources.map((r) => r.status());
+    return [...this.resources, ...this.extra.values()].map((r) => r.status());
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.resources.map((r) => r.stop()));
+    this.stopped = true;
+    await Promise.all([...this.resources, ...this.extra.values()].map((r) => r.stop()));
   }
 }

@@ -159,6 +159,19 @@ for (const flow of FLOWS) {
       await eventuallyValue(async () => (expected.every(sameNet1) && (await everyEipSays())) || undefined, {
         ...polling,
         what: `every EIP on ${expected.map((p) => p.name).join(', ')}`,
+      }).catch(async (e) => {
+        const seen = await Promise.all(
+          [...eips.keys()].map(async (n) => [n, (await getEip(n))?.status] as const),
+        );
+        console.log(
+          'not converged:',
+          JSON.stringify({
+            want: expected.map((p) => [p.name, want(p)]),
+            net1: expected.map((p) => net1(p.name)),
+            seen,
+          }),
+        );
+        throw e;
       });
       for (const p of expected) {
         expect(net1(p.name), p.name).toEqual(want(p));
@@ -181,10 +194,50 @@ for (const flow of FLOWS) {
         { ...polling, what: `${name} Ready` },
       );
 
+    /** The namespace, and the handlers' and the bridge's grants in it, as the operator's overlays render them. */
+    const grantNamespace = async () => {
+      await apply(`apiVersion: v1\nkind: Namespace\nmetadata: { name: ${NS} }\n`);
+      // The handlers' and the bridge's grants in that namespace, as the operator's overlays render them.
+      for (const dir of ['infra/rbac/gateway-namespace', 'infra/bridge/gateway-namespace']) {
+        const file = join(root, dir, 'gateway-pods.yaml');
+        for (const d of parseAllDocuments(readFileSync(file, 'utf8')).map((x) => x.toJS()))
+          await apply(JSON.stringify({ ...d, metadata: { ...d.metadata, namespace: NS } }));
+      }
+    };
+    /** kube-ovn's natGwNamePrefix, and the exec policy admitting that prefix (infra/rbac/name-prefix). */
+    const usePrefix = async () => {
+      const policy = kustomizeOverlay('rbac', (rel) => [
+        `resources: [${rel}]`,
+        `components: [${rel}/name-prefix]`,
+        'configMapGenerator:',
+        '  - name: eip-lambdas-handlers-params',
+        `    literals: [natGwNamePrefix=${prefix}]`,
+        '    options:',
+        '      disableNameSuffixHash: true',
+        '      annotations: { config.kubernetes.io/local-config: "true" }',
+      ]).find((d) => d.kind === 'ValidatingAdmissionPolicy');
+      // Replaced whole, as an operator's overlay would be applied over the base (one object either way).
+      const replaced = await kubectlWith(
+        t.stack.api,
+        { stdin: JSON.stringify(policy) },
+        'replace',
+        '-f',
+        '-',
+      );
+      expect(replaced.code, replaced.stderr).toBe(0);
+      const r = await kubectl(
+        t.stack.api,
+        ...['patch', 'configmap', 'ovn-vpc-nat-config', '-n', 'kube-system', '--type=merge'],
+        '-p',
+        JSON.stringify({ data: { natGwNamePrefix: prefix } }),
+      );
+      expect(r.code, r.stderr).toBe(0);
+    };
+
     let current: PodView[] = [];
 
     beforeAll(async () => {
-      // The bridge watches gateway pods in its own namespace; a resync every 3 s carries the other namespace's.
+      // A resync every 3 s: a scaled-down replica's entry goes at the next write, which a resync makes.
       t = await startTestStack(`stack-ha-${gateway}-`, {
         kubeOvnRelease: 'master',
         retries: 20,
@@ -195,40 +248,8 @@ for (const flow of FLOWS) {
           log: jsonLogger({ level: 'warn', write: (l) => process.stderr.write(`LOG ${l}\n`) }),
         }),
       });
-      if (NS !== 'kube-system') {
-        await apply(`apiVersion: v1\nkind: Namespace\nmetadata: { name: ${NS} }\n`);
-        const file = join(root, 'infra/rbac/gateway-namespace/gateway-pods.yaml');
-        for (const d of parseAllDocuments(readFileSync(file, 'utf8')).map((x) => x.toJS()))
-          await apply(JSON.stringify({ ...d, metadata: { ...d.metadata, namespace: NS } }));
-      }
-      if (prefix !== 'vpc-nat-gw') {
-        const policy = kustomizeOverlay('rbac', (rel) => [
-          `resources: [${rel}]`,
-          `components: [${rel}/name-prefix]`,
-          'configMapGenerator:',
-          '  - name: eip-lambdas-handlers-params',
-          `    literals: [natGwNamePrefix=${prefix}]`,
-          '    options:',
-          '      disableNameSuffixHash: true',
-          '      annotations: { config.kubernetes.io/local-config: "true" }',
-        ]).find((d) => d.kind === 'ValidatingAdmissionPolicy');
-        // Replaced whole, as an operator's overlay would be applied over the base (one object either way).
-        const replaced = await kubectlWith(
-          t.stack.api,
-          { stdin: JSON.stringify(policy) },
-          'replace',
-          '-f',
-          '-',
-        );
-        expect(replaced.code, replaced.stderr).toBe(0);
-        const r = await kubectl(
-          t.stack.api,
-          ...['patch', 'configmap', 'ovn-vpc-nat-config', '-n', 'kube-system', '--type=merge'],
-          '-p',
-          JSON.stringify({ data: { natGwNamePrefix: prefix } }),
-        );
-        expect(r.code, r.stderr).toBe(0);
-      }
+      if (NS !== 'kube-system') await grantNamespace();
+      if (prefix !== 'vpc-nat-gw') await usePrefix();
       await apply(
         'apiVersion: kubeovn.io/v1\nkind: QoSPolicy\nmetadata: { name: ha-slow }\nspec:\n  bindingType: EIP\n  bandwidthLimitRules:\n  - { name: in, direction: ingress, priority: 1, rateMax: "3", burstMax: "3" }\n',
       );
@@ -236,6 +257,13 @@ for (const flow of FLOWS) {
         `apiVersion: kubeovn.io/v1\nkind: VpcNatGateway\nmetadata: { name: ${gateway} }\nspec: { vpc: vpc1, subnet: vpc1-subnet1, lanIp: ${flow.lanIp}, replicas: 2${NS !== 'kube-system' ? `, namespace: ${NS}` : ''} }\n`,
       );
       current = await settled(2);
+      if (NS !== 'kube-system')
+        // The bridge watches the gateway pods where the VpcNatGateway puts them.
+        await eventuallyValue(
+          async () =>
+            t.stack.bridge.stats().watches.find((x) => x.kind === `Pod/${NS}`)?.watching || undefined,
+          { ...polling, what: `the bridge watching the gateway pods in ${NS}` },
+        );
     }, 90_000);
 
     afterAll(async () => {

@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadBridgeConfig } from '../../shared/bridge/config.js';
-import { WATCHED_CONFIG_MAPS, watchPaths } from '../../shared/bridge/source.js';
+import { gatewayPodWatch, WATCHED_CONFIG_MAPS, watchPaths } from '../../shared/bridge/source.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { type Doc, kustomize, kustomizeOverlay } from '../support/kustomize.js';
 
@@ -194,4 +194,29 @@ describe.skipIf(skip)('bridge manifests (kubectl kustomize infra/bridge)', () =>
       });
     });
   }
+});
+
+describe.skipIf(skip)('infra/bridge/gateway-namespace (a VpcNatGateway whose pods are elsewhere)', () => {
+  it("grants the bridge's ServiceAccount exactly the pod watch of that namespace, nothing more", () => {
+    const docs = kustomizeOverlay('bridge', (rel) => [
+      `resources: [${rel}/gateway-namespace]`,
+      'namespace: team-a',
+    ]);
+    expect(docs.map((d) => `${d.kind}/${d.metadata.namespace}/${d.metadata.name}`).sort()).toEqual([
+      'Role/team-a/eip-lambdas-bridge-gateway-pods',
+      'RoleBinding/team-a/eip-lambdas-bridge-gateway-pods',
+    ]);
+    // What the watch of that namespace's gateway pods asks for (shared/bridge/source.ts gatewayPodWatch).
+    const watch = gatewayPodWatch('team-a');
+    expect(watch.path).toBe('/api/v1/namespaces/team-a/pods');
+    expect(docs.find((d) => d.kind === 'Role')!.rules).toEqual([
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+    ]);
+    const binding = docs.find((d) => d.kind === 'RoleBinding')!;
+    expect(binding.roleRef).toMatchObject({ kind: 'Role', name: 'eip-lambdas-bridge-gateway-pods' });
+    const sa = base.find((d) => d.kind === 'ServiceAccount')!;
+    expect(binding.subjects).toEqual([
+      { kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace },
+    ]);
+  });
 });
