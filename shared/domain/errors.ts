@@ -159,16 +159,6 @@ export class UnsupportedGatewayReleaseError extends PermanentError {
   }
 }
 
-/**
- * A gateway run as several replicas (kube-ovn master: its pods are owned by a ReplicaSet). Every EIP operation would
- * have to run in every replica; until the product does that, such a gateway is refused. Clears when the gateway runs
- * as one pod again (docs/compatibility.md).
- */
-export class ReplicatedGatewayError extends PermanentError {
-  readonly code = 'ReplicatedGateway';
-  override readonly mayClear = true;
-}
-
 // ---- retryable ----
 
 /** The gateway pod is missing, not Running, or ambiguous. */

@@ -3,8 +3,8 @@
  * EIP, a full subnet, a missing subnet, gateway or QoS policy, an unshared policy bound elsewhere, the NAT gateway
  * feature switched off — is retried with a backoff that doubles from one second and is capped at 20 seconds (as
  * kube-ovn's work queue does for a failed key); so is a gateway refusal that may clear (the node's kernel, another
- * host holding the address, a release set wrong), a gateway whose kube-ovn release cannot be told, and a replicated
- * gateway. The delay is derived from how long the EIP has been blocked (the
+ * host holding the address, a release set wrong), and a gateway whose kube-ovn release cannot be told. The delay is
+ * derived from how long the EIP has been blocked (the
  * lastTransitionTime of its condition), so no attempt counter has to be stored anywhere: waiting as long again as
  * it has already waited doubles the delay at every attempt. See docs/adr/0016-blocked-eips-retry.md.
  */
@@ -18,8 +18,8 @@ export function blockedRetryDelay(sinceMs: number | undefined, nowMs: number): n
 }
 
 /**
- * The rejection codes whose blocker may clear by itself (the permanent errors with `mayClear`; a unit test keeps
- * the two in step). An EIP showing one of them in a False condition is waiting, and is worth sending again.
+ * The rejection codes whose blocker may clear by itself (the permanent errors with `mayClear`, and a retired one; a
+ * unit test keeps them in step). An EIP showing one of them in a False condition is waiting, and is worth sending again.
  */
 export const BLOCKED_CODES: readonly string[] = [
   'AddressConflict',
@@ -29,6 +29,8 @@ export const BLOCKED_CODES: readonly string[] = [
   'NatGwDisabled',
   'GatewayBlocked',
   'UnsupportedGatewayRelease',
+  // No longer given (replicated gateways are served, docs/adr/0105-ha-gateways.md): an EIP refused with it before is
+  // sent again, and its condition clears.
   'ReplicatedGateway',
 ];
 

@@ -9,6 +9,7 @@ import type { MemoryPod } from '../../local/memory/cluster.js';
 import { DELETE_PATIENCE_MS } from '../../shared/core/replicas.js';
 import { podOwner } from '../../shared/domain/gateway-pod.js';
 import { FINALIZER } from '../../shared/domain/kube-ovn.js';
+import { blockedRetryAfter } from '../../shared/domain/retry.js';
 import { type World, world } from '../support/world.js';
 
 const RULES = [{ name: 'in', direction: 'ingress' as const, priority: 1, rateMax: '10', burstMax: '10' }];
@@ -344,5 +345,32 @@ describe('the single pod of a StatefulSet', () => {
     w.restartContainer();
     await w.run('update', 'eip-a', 'gateway-restarted', { gateway: 'gw1' });
     expect(await placed(w, 'eip-a')).toEqual({ gateway: 'gw1', prefix: 24, qos: '' });
+  });
+});
+
+describe('an EIP refused before replicated gateways were served', () => {
+  it('is sent again (ReplicatedGateway stays a blocked code) and served: the old condition clears', async () => {
+    const w = world();
+    w.replicas(2);
+    w.eip('eip-a');
+    const since = new Date(w.clock.now() - 60_000).toISOString();
+    const old = {
+      status: 'False',
+      reason: 'ReplicatedGateway',
+      message: 'owned by a ReplicaSet',
+      lastTransitionTime: since,
+    };
+    w.cluster.putEipStatus('eip-a', {
+      conditions: [
+        { type: 'Ready', ...old },
+        { type: 'Validated', ...old },
+      ],
+    });
+    expect(blockedRetryAfter(w.get('eip-a'), w.clock.now())).toBe(20_000);
+    expect(await w.run('update', 'eip-a', 'blocked-retry')).toMatchObject({ status: 'applied' });
+    const reasons = (w.get('eip-a')?.status?.conditions ?? []).map((c) => c.reason);
+    expect(reasons).not.toContain('ReplicatedGateway');
+    expect(condition(w, 'eip-a', 'Ready')?.status).toBe('True');
+    expect(blockedRetryAfter(w.get('eip-a'), w.clock.now())).toBeUndefined();
   });
 });
