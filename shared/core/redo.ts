@@ -196,7 +196,9 @@ async function sweepPlan(
     );
     for (const eip of group) {
       const a = held.get(eip.status!.ip!);
-      if (a && a.owner.uid === eip.metadata.uid && a.placement?.gateway === gateway)
+      // On a replicated gateway the record says which pods carry the address, in which run (ADR 0105).
+      const recorded = eip.metadata.name !== own && a?.placement?.pods?.[pod.uid]?.token === token;
+      if (a && a.owner.uid === eip.metadata.uid && a.placement?.gateway === gateway && !recorded)
         found.push({ eip, held: a, pool });
     }
   }

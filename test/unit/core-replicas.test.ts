@@ -355,7 +355,7 @@ describe('an EIP refused before replicated gateways were served', () => {
     w.eip('eip-a');
     const since = new Date(w.clock.now() - 60_000).toISOString();
     const old = {
-      status: 'False',
+      status: 'False' as const,
       reason: 'ReplicatedGateway',
       message: 'owned by a ReplicaSet',
       lastTransitionTime: since,
