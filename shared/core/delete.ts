@@ -8,7 +8,7 @@
  */
 import { eipAdd } from '../domain/dialect/index.js';
 import { InvalidEventError } from '../domain/errors.js';
-import { type IptablesEip, Label } from '../domain/kube-ovn.js';
+import { API_VERSION, type IptablesEip, Label } from '../domain/kube-ovn.js';
 import type { Allocation, Deps, GatewayPod, NatRuleRef } from '../ports.js';
 import { cleanUpGateway } from './delete-pods.js';
 import { addOnPods, lackingPods, podsProblem, throwIfNone } from './fan-out.js';
@@ -92,9 +92,17 @@ export async function remove(inv: Invocation, deps: Deps): Promise<Outcome> {
     const policies = policiesOf(held, last);
     // The patience runs from the deletion the last snapshot shows, else from when the bridge saw the object go.
     const deletedAt = last?.metadata?.deletionTimestamp ?? inv.event.emittedAt;
+    // The object is gone: an Event about an address left on a pod names it by its name and uid.
+    const gone: IptablesEip = {
+      apiVersion: API_VERSION,
+      kind: 'IptablesEIP',
+      metadata: { name, uid, resourceVersion: '' },
+      spec: {},
+    };
     await cleanUpGateway(run, held, {
       fallbackGateway: validName(last?.metadata?.labels?.[Label.natGwName]) ?? validName(last?.spec?.natGwDp),
       policies,
+      eip: gone,
       ...(deletedAt && { deletedAt }),
     });
     await releaseAll(run, uid, held, policies);

@@ -80,15 +80,11 @@ export async function qosOnPods(
   const carrying: GatewayPod[] = [];
   for (const pod of state.carrying) {
     const redo = state.added.has(pod.uid);
-    let result: QosResult | undefined;
     const error = await attempt(async () => {
-      result = await applyQos(run, eip, pod, s.ip, { want: s.want, have: s.have, redo }, s.loaded);
-    });
-    if (error || !result) state.failed.push({ pod, error: error ?? new DeadlineError('no QoS result') });
-    else {
-      results.push(result);
+      results.push(await applyQos(run, eip, pod, s.ip, { want: s.want, have: s.have, redo }, s.loaded));
       carrying.push(pod);
-    }
+    });
+    if (error) state.failed.push({ pod, error });
   }
   state.carrying = carrying;
   return results.find((q) => q.problem) ?? results[0] ?? { wanted: s.want, applied: s.have };

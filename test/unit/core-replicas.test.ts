@@ -374,3 +374,27 @@ describe('an EIP refused before replicated gateways were served', () => {
     expect(blockedRetryAfter(w.get('eip-a'), w.clock.now())).toBeUndefined();
   });
 });
+
+describe('the delete safety net on a gateway of replicas', () => {
+  it('an object force-deleted with a pod refusing: the other pod cleaned, the address left to the refusing one, with an Event', async () => {
+    const w = world();
+    const pods = w.replicas(2);
+    w.eip('eip-a');
+    await w.run('add', 'eip-a', 'added');
+    const e = w.get('eip-a')!;
+    const event = w.event('delete', 'eip-a', 'deleted', {
+      old: { metadata: { name: 'eip-a', uid: e.metadata.uid }, spec: e.spec, status: e.status },
+    });
+    w.cluster.eips.delete('eip-a'); // finalizer removed by hand, then deleted
+    w.gateway.failNext(1, {
+      pod: pods[0]!.name,
+      op: 'eip-del',
+      stderr: 'Error: Nexthop has invalid gateway.',
+    });
+    expect(await w.runEvent(event)).toMatchObject({ status: 'applied' });
+    expect(has(w, pods[1]!, '172.18.0.2')).toBe(false);
+    expect([...w.ipam.allocations.values()].map((a) => a.owner.uid)).toEqual([podOwner(pods[0]!.uid)]);
+    const left = w.cluster.events.find((x) => x.reason === 'LeftOnGatewayPod');
+    expect(left).toMatchObject({ object: 'eip-a', uid: e.metadata.uid, type: 'Warning' });
+  });
+});
