@@ -1,6 +1,6 @@
 /**
  * An EIP's address on every active pod of its gateway (docs/adr/0105-ha-gateways.md): each pod that lacks it gets
- * eip-add, then each pod its QoS, each spoken to in its own dialect; a pod's failure is kept apart, so that the
+ * eip-add, then each pod its QoS, the pods at once, each spoken to in its own dialect; a pod's failure is kept apart, so that the
  * others are configured and recorded before it is reported (a permanent refusal) or thrown for a retry (anything
  * else). On a gateway of one pod this is the one exec, then the QoS, as before.
  */
@@ -35,34 +35,52 @@ export interface AddWork {
   due: (pod: GatewayPod) => 'run' | 'asked' | undefined;
 }
 
-/** eip-add in every active pod that lacks the address, one pod after the other. */
+/** What one pod's step gave: it carries the address (added now or before), or it failed. */
+type PodStep =
+  | { pod: GatewayPod; carries: true; added: boolean }
+  | { pod: GatewayPod; carries: false; error: EipError };
+
+/**
+ * eip-add in every active pod that lacks the address, the pods at once (each has its own queue and gateway lease,
+ * ./batch.ts), their results taken in the pods' order.
+ */
 export async function addOnPods(run: Run, active: readonly GatewayPod[], w: AddWork): Promise<PodsState> {
+  const steps = await allInOrder(active.map((pod) => addOnPod(run, pod, w)));
   const state: PodsState = { carrying: [], failed: [], added: new Set() };
-  for (const pod of active) {
-    run.knowGateway(pod, w.gateway);
-    if (containerDown(pod)) {
-      state.failed.push({ pod, error: notRunning(pod) });
-      continue;
-    }
-    const due = w.due(pod);
-    if (!due) {
-      state.carrying.push(pod);
-      continue;
-    }
-    const error = await attempt(async () => {
-      const d = await run.dialect(pod, w.vng, w.gateway);
-      // The pod's container run is not the one the address was configured in: the pod is redone at once, and what
-      // that re-added is not sent again (ADR 0111).
-      if (due === 'run') await redoGateway(run, pod, d, w.ip, w.gateway);
-      await run.gw(pod, w.add(d), d);
-    });
-    if (error) state.failed.push({ pod, error });
+  for (const step of steps) {
+    if (!step.carries) state.failed.push({ pod: step.pod, error: step.error });
     else {
-      state.carrying.push(pod);
-      state.added.add(pod.uid);
+      state.carrying.push(step.pod);
+      if (step.added) state.added.add(step.pod.uid);
     }
   }
   return state;
+}
+
+async function addOnPod(run: Run, pod: GatewayPod, w: AddWork): Promise<PodStep> {
+  run.knowGateway(pod, w.gateway);
+  if (containerDown(pod)) return { pod, carries: false, error: notRunning(pod) };
+  const due = w.due(pod);
+  if (!due) return { pod, carries: true, added: false };
+  const error = await attempt(async () => {
+    const d = await run.dialect(pod, w.vng, w.gateway);
+    // The pod's container run is not the one the address was configured in: the pod is redone at once, and what
+    // that re-added is not sent again (ADR 0111).
+    if (due === 'run') await redoGateway(run, pod, d, w.ip, w.gateway);
+    await run.gw(pod, w.add(d), d);
+  });
+  return error ? { pod, carries: false, error } : { pod, carries: true, added: true };
+}
+
+/**
+ * Every promise settled, then their values in order; the first rejection in order is thrown once all have settled
+ * (no pod's work is left running behind the invocation's back).
+ */
+async function allInOrder<T>(work: readonly Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(work);
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<T>).value);
 }
 
 /**
@@ -76,15 +94,24 @@ export async function qosOnPods(
   state: PodsState,
   s: { ip: string; want: string; have: string; loaded?: LoadedQos },
 ): Promise<QosResult> {
+  const steps = await allInOrder(
+    state.carrying.map(async (pod) => {
+      const redo = state.added.has(pod.uid);
+      let result: QosResult | undefined;
+      const error = await attempt(async () => {
+        result = await applyQos(run, eip, pod, s.ip, { want: s.want, have: s.have, redo }, s.loaded);
+      });
+      return { pod, result, error };
+    }),
+  );
   const results: QosResult[] = [];
   const carrying: GatewayPod[] = [];
-  for (const pod of state.carrying) {
-    const redo = state.added.has(pod.uid);
-    const error = await attempt(async () => {
-      results.push(await applyQos(run, eip, pod, s.ip, { want: s.want, have: s.have, redo }, s.loaded));
-      carrying.push(pod);
-    });
+  for (const { pod, result, error } of steps) {
     if (error) state.failed.push({ pod, error });
+    else {
+      results.push(result!);
+      carrying.push(pod);
+    }
   }
   state.carrying = carrying;
   return results.find((q) => q.problem) ?? results[0] ?? { wanted: s.want, applied: s.have };

@@ -34,6 +34,38 @@ const placed = async (w: World, name: string) =>
   (await w.ipam.findByOwner(w.get(name)!.metadata.uid)).find((a) => a.family === 4)?.placement;
 
 describe.each([2, 3])('a gateway of %i pods', (n) => {
+  it('the pods are configured at once, not one after another (each has its own queue and gateway lease)', async () => {
+    const w = world();
+    w.replicas(n);
+    w.eip('eip-a');
+    const inner = w.deps.gateway;
+    const track = { running: 0, max: 0 };
+    const gateway: typeof inner = {
+      async run(...args) {
+        track.running++;
+        track.max = Math.max(track.max, track.running);
+        try {
+          await new Promise((r) => setTimeout(r, 5));
+          return await inner.run(...args);
+        } finally {
+          track.running--;
+        }
+      },
+    };
+    const { operations } = await import('../../shared/core/operations.js');
+    const out = await operations.add(
+      {
+        event: w.event('add', 'eip-a', 'added'),
+        signal: new AbortController().signal,
+        deadline: w.clock.now() + 60_000,
+        log: w.log,
+      },
+      { ...w.deps, gateway },
+    );
+    expect(out).toMatchObject({ status: 'applied' });
+    expect(track.max).toBe(n);
+  });
+
   it('an add puts the address on every pod and records them, in one write after the execs', async () => {
     const w = world();
     const pods = w.replicas(n);
