@@ -264,6 +264,11 @@ export interface KubeEvent {
 export interface GatewayRef {
   name: string;
   namespace?: string;
+  /**
+   * The workloads' name prefix when the caller has already read it (namePrefixOf over the feature check's
+   * `namePrefix`): the adapter then does not read ovn-vpc-nat-config again. Without it, the adapter reads it.
+   */
+  prefix?: string;
 }
 
 export interface Cluster {

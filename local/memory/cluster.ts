@@ -230,7 +230,7 @@ export class MemoryCluster implements Cluster {
       throw new InvalidSpecError(
         `spec.namespace "${namespace}" of the gateway's pods is not a namespace name`,
       );
-    const app = gatewayApp(gw.name, namePrefixOf(this.configMaps.get(NatGwConfigMap.image)));
+    const app = gatewayApp(gw.name, gw.prefix ?? namePrefixOf(this.configMaps.get(NatGwConfigMap.image)));
     return [...this.pods.values()]
       .filter(
         (p) =>

@@ -254,7 +254,7 @@ async function allocate(
 async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError): Promise<Outcome> {
   const { deps, inv } = run;
   const name = eip0.metadata.name;
-  await requireFeature(deps);
+  const feature = await requireFeature(deps);
 
   // Where the address really is: the allocation this EIP holds and its recorded placement (ADR 0015). status.ip is
   // output: one edited by hand is put back from the allocation, never adopted while the uid holds one (ADR 0086).
@@ -273,7 +273,7 @@ async function maintain(run: Run, eip0: IptablesEip, invalid?: InvalidSpecError)
   // redo the kube-ovn way (ready=false), or the bridge saw the pod come back. The token has one-second resolution
   // (as Kubernetes' startedAt), so a restart within the same second is only visible through that last hint;
   // re-adding is idempotent, so trusting it costs one exec per EIP. Other pods get no exec.
-  const { found, active } = await podsWhereConfigured(deps, placement, ip);
+  const { found, active } = await podsWhereConfigured(deps, placement, ip, feature);
   const pods = await addOnPods(run, active, {
     gateway: placement.gateway,
     ip,

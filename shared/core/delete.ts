@@ -189,9 +189,11 @@ async function redoWhileWaiting(
   const ip = eip.status?.ip;
   const alloc = ip ? held.find((a) => a.family === 4 && a.address === ip) : undefined;
   const placement = alloc?.placement;
-  if (!ip || !alloc || !placement || !(await deps.cluster.natGwFeature()).enabled) return {};
+  if (!ip || !alloc || !placement) return {};
+  const feature = await deps.cluster.natGwFeature();
+  if (!feature.enabled) return {};
   const { gateway } = placement;
-  const found = await gatewayPodsOf(deps, gateway, placement.namespace);
+  const found = await gatewayPodsOf(deps, gateway, placement.namespace, { feature });
   const active = requireActive(gateway, found);
   const asConfigured = { ...eip, status: { ...eip.status, ready: true } };
   const due = (p: GatewayPod) => addDue(p, asConfigured, placement.pods, inv.event);

@@ -83,9 +83,10 @@ export async function podsWhereConfigured(
   deps: Deps,
   placement: Pick<Placement, 'gateway' | 'namespace'>,
   ip: string,
+  feature?: NatGwFeature,
 ): Promise<{ found: GatewayPod[]; active: GatewayPod[] }> {
   const { gateway } = placement;
-  const found = await gatewayPodsOf(deps, gateway, placement.namespace);
+  const found = await gatewayPodsOf(deps, gateway, placement.namespace, feature && { feature });
   try {
     return { found, active: requireActive(gateway, found) };
   } catch (e) {

@@ -23,24 +23,31 @@ export const isActive = (p: GatewayPod): boolean => p.phase === 'Running' && !p.
 export const containerDown = (p: GatewayPod): boolean => p.container?.ready === false;
 
 /**
- * Every pod of gateway `gateway` in `namespace` (undefined: kube-ovn's), from `listed` (the add's listing of
- * kube-ovn's namespace, with the name prefix the feature check read) when it can tell, else one lookup.
+ * Every pod of gateway `gateway` in `namespace` (undefined: kube-ovn's). With `known.pods` (the add's listing of
+ * kube-ovn's namespace) it is told from them when it can; otherwise one lookup, which reuses the name prefix the
+ * feature check read (`known.feature`) rather than reading ovn-vpc-nat-config again.
  */
 export async function gatewayPodsOf(
   deps: Deps,
   gateway: string,
   namespace: string | undefined,
-  listed?: { pods: readonly GatewayPod[]; feature: NatGwFeature },
+  known?: { pods?: readonly GatewayPod[]; feature: NatGwFeature },
 ): Promise<GatewayPod[]> {
-  if (listed && namespace === undefined) {
-    const prefix = namePrefixOf(
-      listed.feature.namePrefix ? { natGwNamePrefix: listed.feature.namePrefix } : undefined,
+  const prefix =
+    known &&
+    namePrefixOf(
+      known.feature.namePrefix ? { natGwNamePrefix: known.feature.namePrefix } : undefined,
       deps.kubeOvnRelease,
     );
+  if (known?.pods && prefix !== undefined && namespace === undefined) {
     const app = gatewayApp(gateway, prefix);
-    return listed.pods.filter((p) => p.app === app).sort((a, b) => (a.name < b.name ? -1 : 1));
+    return known.pods.filter((p) => p.app === app).sort((a, b) => (a.name < b.name ? -1 : 1));
   }
-  return deps.cluster.findGatewayPods({ name: gateway, ...(namespace && { namespace }) });
+  return deps.cluster.findGatewayPods({
+    name: gateway,
+    ...(namespace && { namespace }),
+    ...(prefix !== undefined && { prefix }),
+  });
 }
 
 /**

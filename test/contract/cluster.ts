@@ -282,6 +282,12 @@ export function describeClusterContract(name: string, make: () => Promise<Cluste
           'the pod of ct-pre1',
         );
         expect(one.map((p) => p.name)).toEqual(['ct-edge-ct-pre1-0']);
+        // A prefix the caller already read is taken as given, the ConfigMap not read again: the default one finds
+        // none of these pods, the same one finds them.
+        expect(await c.findGatewayPods({ name: 'ct-pre1', prefix: 'vpc-nat-gw' })).toEqual([]);
+        expect((await c.findGatewayPods({ name: 'ct-pre1', prefix: 'ct-edge' })).map((p) => p.name)).toEqual([
+          'ct-edge-ct-pre1-0',
+        ]);
       } finally {
         await s.setNamePrefix(undefined);
       }

@@ -262,7 +262,8 @@ class K8sCluster implements Cluster {
       throw new InvalidSpecError(
         `spec.namespace "${namespace}" of the gateway's pods is not a namespace name`,
       );
-    const prefix = namePrefixOf(await this.configMapData(NatGwConfigMap.image), this.kubeOvnRelease);
+    const prefix =
+      gw.prefix ?? namePrefixOf(await this.configMapData(NatGwConfigMap.image), this.kubeOvnRelease);
     // A name that is no label value is on no pod (kube-ovn's webhook keeps workload names within 52 characters).
     if (!LABEL_VALUE.test(gatewayApp(gw.name, prefix)) || gatewayApp(gw.name, prefix).length > 63) return [];
     const labelSelector = gatewayPodSelector(gw.name, prefix);
