@@ -1,15 +1,15 @@
 /**
- * Replicated gateways end to end (docs/adr/0105-ha-gateways.md, docs/adr/0115-ha-gateways-phase-2.md): the local
- * stack playing kube-ovn master (`npm start -- --kube-ovn-version=master`), a VpcNatGateway with `spec.replicas`, and
- * every step a user takes through kubectl — EIPs created (random, static, with QoS), a QoS change, one pod restarted
+ * Replicated gateways end to end (docs/adr/0105-ha-gateways.md, docs/adr/0115-ha-gateways-phase-2.md): the local stack
+ * playing kube-ovn master (`npm start -- --kube-ovn-version=master`), a VpcNatGateway with `spec.replicas`, and every
+ * step a user takes through kubectl — EIPs created (random, static, with QoS), a QoS change, one pod restarted
  * (`kubectl exec … kill 1`), one pod deleted (the ReplicaSet makes a new one), one pod failing then healing (the lab's
- * exec fault on that pod), scaling 2→3→2→1 (master leaves the Deployment's pods when it goes back to a StatefulSet:
- * ADR 0106), and deletion with a pod gone. After each step every pod's net1 addresses and tc limits are read from its
- * simulated gateway with the inspection commands a person would type into `kubectl exec` (the simulator is checked
- * against kube-ovn's scripts by its own tests, local/natgw/README.md), and must be exact: the pod's own address and
- * every EIP's, each EIP's limits. The same flow runs for a gateway in a namespace of its own under a custom name
- * prefix (natGwNamePrefix in ovn-vpc-nat-config), with the RBAC overlays an operator applies for that
- * (infra/rbac/gateway-namespace, infra/rbac/name-prefix).
+ * exec fault on that pod), scaling up by one, back, and to 1 (master leaves the Deployment's pods when it goes back to
+ * a StatefulSet: ADR 0106), and deletion with a pod gone. After each step every pod's net1 addresses and tc limits are
+ * read from its simulated gateway with the inspection commands a person would type into `kubectl exec` (the simulator
+ * is checked against kube-ovn's scripts by its own tests, local/natgw/README.md), and must be exact: the pod's own
+ * address and every EIP's, each EIP's limits. The flow runs with 2 replicas in kube-ovn's namespace, and with 3 for a
+ * gateway in a namespace of its own under a custom name prefix (natGwNamePrefix in ovn-vpc-nat-config), with the RBAC
+ * overlays an operator applies for that (infra/rbac/gateway-namespace, infra/rbac/name-prefix).
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -36,6 +36,8 @@ interface Flow {
   /** The StatefulSet's pod needs it (scaling back to 1); the Deployment's replicas get theirs from kube-ovn's IPAM. */
   lanIp: string;
   static: string;
+  /** The gateway's spec.replicas at the start (the acceptance asks for the flow with 2 and with 3). */
+  replicas: number;
 }
 
 const FLOWS: Flow[] = [
@@ -46,6 +48,7 @@ const FLOWS: Flow[] = [
     prefix: 'vpc-nat-gw',
     lanIp: '10.0.1.250',
     static: '172.18.0.199',
+    replicas: 2,
   },
   {
     title: 'in a namespace of its own, under a custom prefix',
@@ -54,6 +57,7 @@ const FLOWS: Flow[] = [
     prefix: 'ha-gw',
     lanIp: '10.0.1.249',
     static: '172.18.0.198',
+    replicas: 3,
   },
 ];
 
@@ -66,7 +70,7 @@ interface PodView {
 for (const flow of FLOWS) {
   describe.skipIf(skip)(`a replicated gateway ${flow.title}, end to end (kube-ovn master)`, () => {
     let t: TestStack;
-    const { gateway, namespace: NS, prefix } = flow;
+    const { gateway, namespace: NS, prefix, replicas: R } = flow;
     const app = `${prefix}-${gateway}`;
     const eips = new Map<string, string>(); // name → address
     const qosOf = new Map<string, string[]>(); // name → expected limits
@@ -192,7 +196,13 @@ for (const flow of FLOWS) {
           return e?.status?.ready && e.status.ip ? e.status.ip : undefined;
         },
         { ...polling, what: `${name} Ready` },
-      );
+      ).catch(async (e) => {
+        // What it shows instead, and what each pod's net1 carries, for whoever reads the failure.
+        const now = await getEip(name);
+        const onPods = await pods().then((ps) => ps.map((p) => [p.name, net1(p.name)]));
+        console.log('not Ready:', JSON.stringify({ name, spec: now?.spec, status: now?.status, onPods }));
+        throw e;
+      });
 
     /** The namespace, and the handlers' and the bridge's grants in it, as the operator's overlays render them. */
     const grantNamespace = async () => {
@@ -254,9 +264,9 @@ for (const flow of FLOWS) {
         'apiVersion: kubeovn.io/v1\nkind: QoSPolicy\nmetadata: { name: ha-slow }\nspec:\n  bindingType: EIP\n  bandwidthLimitRules:\n  - { name: in, direction: ingress, priority: 1, rateMax: "3", burstMax: "3" }\n',
       );
       await apply(
-        `apiVersion: kubeovn.io/v1\nkind: VpcNatGateway\nmetadata: { name: ${gateway} }\nspec: { vpc: vpc1, subnet: vpc1-subnet1, lanIp: ${flow.lanIp}, replicas: 2${NS !== 'kube-system' ? `, namespace: ${NS}` : ''} }\n`,
+        `apiVersion: kubeovn.io/v1\nkind: VpcNatGateway\nmetadata: { name: ${gateway} }\nspec: { vpc: vpc1, subnet: vpc1-subnet1, lanIp: ${flow.lanIp}, replicas: ${R}${NS !== 'kube-system' ? `, namespace: ${NS}` : ''} }\n`,
       );
-      current = await settled(2);
+      current = await settled(R);
       if (NS !== 'kube-system')
         // The bridge watches the gateway pods where the VpcNatGateway puts them.
         await eventuallyValue(
@@ -306,9 +316,9 @@ for (const flow of FLOWS) {
       await exact(current);
     }, 60_000);
 
-    it('one pod restarted (kill 1): only it is redone; the other gets no call', async () => {
-      const [restarted, other] = current as [PodView, PodView];
-      const mark = sim(other.name).history().length;
+    it('one pod restarted (kill 1): only it is redone; the others get no call', async () => {
+      const [restarted, ...others] = current as [PodView, ...PodView[]];
+      const marks = others.map((o) => sim(o.name).history().length);
       const before = (await getEip(`${gateway}-random`))!.status!.redo;
       const k = await kubectl(
         t.stack.api,
@@ -331,7 +341,7 @@ for (const flow of FLOWS) {
         { ...polling, what: 'the restarted pod redone' },
       );
       await exact(current);
-      expect(scriptCalls(other.name, mark)).toEqual([]);
+      for (const [i, o] of others.entries()) expect(scriptCalls(o.name, marks[i]!), o.name).toEqual([]);
     }, 60_000);
 
     it('one pod deleted: its replacement gets every EIP', async () => {
@@ -341,7 +351,7 @@ for (const flow of FLOWS) {
       current = await eventuallyValue(
         async () => {
           const p = await pods();
-          return p.length === 2 && !p.some((x) => x.name === gone.name) ? p : undefined;
+          return p.length === R && !p.some((x) => x.name === gone.name) ? p : undefined;
         },
         { ...polling, what: 'the replacement pod' },
       );
@@ -374,7 +384,7 @@ for (const flow of FLOWS) {
       fault.cancel();
     }, 60_000);
 
-    it('scaling 2→3→2→1: the new pod gets every EIP, the removed one is dropped, the StatefulSet pod joins', async () => {
+    it(`scaling ${R}→${R + 1}→${R}→1: the new pod gets every EIP, the removed one is dropped, the StatefulSet pod joins`, async () => {
       const scale = async (replicas: number) => {
         const r = await kubectl(
           t.stack.api,
@@ -387,15 +397,15 @@ for (const flow of FLOWS) {
         );
         expect(r.code, r.stderr).toBe(0);
       };
-      await scale(3);
-      current = await settled(3);
+      await scale(R + 1);
+      current = await settled(R + 1);
       await exact(current);
-      await scale(2);
-      current = await settled(2);
+      await scale(R);
+      current = await settled(R);
       await exact(current); // the condition follows at the next write (a resync), without an exec
-      // Back to 1 on master: a StatefulSet pod `<app>-0` beside the Deployment's two, all of them replicas.
+      // Back to 1 on master: a StatefulSet pod `<app>-0` beside the Deployment's pods, all of them replicas.
       await scale(1);
-      current = await settled(3, 'the StatefulSet pod beside the two');
+      current = await settled(R + 1, `the StatefulSet pod beside the ${R}`);
       expect(current.some((p) => p.name === `${app}-0`)).toBe(true);
       await exact(current);
     }, 90_000);
