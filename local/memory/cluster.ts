@@ -6,7 +6,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ConflictError, GatewayNotReadyError, InvalidSpecError } from '../../shared/domain/errors.js';
-import { gatewayApp, isNamespaceName, namePrefixOf } from '../../shared/domain/gateway-pod.js';
+import {
+  gatewayApp,
+  gatewayNamespaceOf,
+  isNamespaceName,
+  namePrefixOf,
+} from '../../shared/domain/gateway-pod.js';
 import {
   API_VERSION,
   type GatewayPod,
@@ -240,9 +245,15 @@ export class MemoryCluster implements Cluster {
       .map(toPort);
   }
 
+  /** As the Kubernetes adapter: its own namespace and each `spec.namespace` a VpcNatGateway names (ADR 0121). */
   async listGatewayPods(): Promise<GatewayPod[]> {
+    const namespaces = new Set([this.namespace]);
+    for (const g of this.gateways.values()) {
+      const n = gatewayNamespaceOf(undefined, g);
+      if (n !== undefined && isNamespaceName(n)) namespaces.add(n);
+    }
     return [...this.pods.values()]
-      .filter((p) => p.namespace === this.namespace && p.labels[Label.vpcNatGw] === 'true')
+      .filter((p) => namespaces.has(p.namespace) && p.labels[Label.vpcNatGw] === 'true')
       .map(toPort);
   }
 

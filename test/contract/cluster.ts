@@ -235,6 +235,18 @@ export function describeClusterContract(name: string, make: () => Promise<Cluste
         'the pod of ct-ns1 in ct-team',
       );
       expect(one.map((p) => [p.namespace, p.name])).toEqual([['ct-team', 'vpc-nat-gw-ct-ns1-0']]);
+      // listGatewayPods covers every namespace a gateway names, not the adapter's alone (ADR 0121).
+      const listed = await until(
+        () => c.listGatewayPods(),
+        (l) => l.filter((p) => p.namespace === 'ct-team').length >= 3,
+        'the three ct-team pods in listGatewayPods',
+      );
+      expect(
+        listed
+          .filter((p) => p.namespace === 'ct-team')
+          .map((p) => p.name)
+          .sort(),
+      ).toEqual([...pods.map((p) => p.name), 'vpc-nat-gw-ct-ns1-0'].sort());
       expect(await c.findGatewayPods({ name: 'ct-ns' })).toEqual([]);
       const err = await rejection(c.findGatewayPods({ name: 'ct-ns', namespace: 'Team_A' }));
       expect(err).toBeInstanceOf(InvalidSpecError);
