@@ -9,7 +9,6 @@
  * replicas are the gateway stand-in's (checked against master's controller in
  * test/integration/k8s-standins-replicas.test.ts); their gateways the simulator of master's nat-gateway.sh.
  */
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,13 +18,13 @@ import type { Drift } from '../../shared/audit/model.js';
 import { DIALECTS, inspectionExecs, qosDel } from '../../shared/domain/dialect/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { natGatewayArgv } from '../../shared/domain/nat-gateway.js';
+import { auditCli } from '../support/audit-cli.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { startTestStack, type TestStack } from '../support/stack.js';
 
 const { skip } = kubectlOrSkip();
 const root = join(import.meta.dirname, '../..');
-const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
 const NS = 'kube-system';
 
 interface AuditJson {
@@ -67,18 +66,8 @@ async function audit(
     const pod = `${m[1]}/${m[2]}`;
     execs.set(pod, [...(execs.get(pod) ?? []), argv.join(' ')]);
   });
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '', HOME: t.dir };
   try {
-    const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      execFile(
-        process.execPath,
-        [tsx, join(root, 'scripts/audit.ts'), '--stack', join(t.dir, 'stack.json'), '--json', ...args],
-        { cwd: root, env, timeout: 120_000 },
-        (err, stdout, stderr) => {
-          resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
-        },
-      );
-    });
+    const r = await auditCli(join(t.dir, 'stack.json'), t.dir, '--json', ...args);
     return { code: r.code, json: JSON.parse(r.stdout) as AuditJson, execs, stderr: r.stderr };
   } finally {
     stop();

@@ -16,7 +16,6 @@
  * on a kernel without the tc police action (1.12-1.15) QoS is refused by the kernel: the test then checks that the
  * EIP says so (GatewayBlocked, kernel-lacks-feature) and prints it as limited by the kernel, not as passing.
  */
-import { execFile } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localDynamoClient } from '../../local/dynamo.js';
@@ -26,6 +25,7 @@ import { preflight } from '../../local/netns/host.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { RELEASE_ANNOTATION } from '../../shared/domain/dialect/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { auditCli } from '../support/audit-cli.js';
 import { eventually, eventuallyValue, type Polling } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { startTestStack, type TestStack } from '../support/stack.js';
@@ -50,7 +50,6 @@ if (!LONG)
     `dialects.test.ts: kube-ovn ${RELEASES.join(', ')} (EIP_LONG=1 also runs ${ALL.filter((r) => !RELEASES.includes(r)).join(', ')})`,
   );
 
-const root = join(import.meta.dirname, '../..');
 const NS = 'kube-system';
 const POD = 'vpc-nat-gw-gw1-0';
 const EXT_GW = '172.18.0.1';
@@ -380,7 +379,7 @@ for (const [mode, release] of RUNS) {
       it(
         'npm run audit finds no drift',
         async () => {
-          const r = await audit(join(t.dir, 'stack.json'), t.dir);
+          const r = await auditCli(join(t.dir, 'stack.json'), t.dir);
           expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
           expect(r.stdout).toMatch(/^clean: /);
         },
@@ -444,18 +443,4 @@ for (const [mode, release] of RUNS) {
       );
     },
   );
-}
-
-/** `npm run audit` against a stack file; never rejects. */
-function audit(stackFile: string, home: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [tsx, join(root, 'scripts/audit.ts'), '--stack', stackFile],
-      { cwd: root, env: { PATH: process.env.PATH ?? '', HOME: home }, timeout: 120_000 },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
-    );
-  });
 }

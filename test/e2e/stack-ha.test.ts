@@ -11,7 +11,6 @@
  * gateway in a namespace of its own under a custom name prefix (natGwNamePrefix in ovn-vpc-nat-config), with the RBAC
  * overlays an operator applies for that (infra/rbac/gateway-namespace, infra/rbac/name-prefix).
  */
-import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +18,7 @@ import { parseAllDocuments } from 'yaml';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { jsonLogger } from '../../shared/observability/log.js';
+import { auditCli } from '../support/audit-cli.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { kustomizeOverlay } from '../support/kustomize.js';
@@ -411,7 +411,7 @@ for (const flow of FLOWS) {
     }, 90_000);
 
     it('npm run audit on every replica: clean', async () => {
-      const r = await audit(join(t.dir, 'stack.json'), t.dir);
+      const r = await auditCli(join(t.dir, 'stack.json'), t.dir);
       expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
       expect(r.stdout).toMatch(/^clean: /);
     }, 120_000);
@@ -437,20 +437,6 @@ for (const flow of FLOWS) {
         expect(limits(p.name), p.name).toEqual([]);
       }
     }, 60_000);
-  });
-}
-
-/** `npm run audit` against a stack file; never rejects. */
-function audit(stackFile: string, home: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const tsx = join(root, 'node_modules/tsx/dist/cli.mjs');
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [tsx, join(root, 'scripts/audit.ts'), '--stack', stackFile],
-      { cwd: root, env: { PATH: process.env.PATH ?? '', HOME: home }, timeout: 120_000 },
-      (err, stdout, stderr) =>
-        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
-    );
   });
 }
 

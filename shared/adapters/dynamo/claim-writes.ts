@@ -17,7 +17,7 @@ import type { Allocation, Clock, Metrics, Owner, Placement, Pool } from '../../p
 import type { ClaimStats } from './ipam.js';
 import { type Claimant, getItem, type Item, key, names, placementAttributes, toAllocation } from './items.js';
 import { addressSk, type HomeBlock, type PoolGeometry, pointerSk, poolPk } from './layout.js';
-import { claimedPlacement, podsValue, qosValue } from './placement.js';
+import { claimedPlacement, PLACEMENT_ATTRIBUTES, PLACEMENT_REFS, podsValue, qosValue } from './placement.js';
 import type { Store } from './store.js';
 
 export class ClaimWrites {
@@ -255,14 +255,7 @@ export class ClaimWrites {
         Key: key(poolPk(subnet, p.family), addressSk(p.family, p.value)),
         UpdateExpression: `SET ${set.join(', ')}${remove.length ? ` REMOVE ${remove.join(', ')}` : ''}`,
         ConditionExpression: '#ownerUid = :uid',
-        ExpressionAttributeNames: names(
-          'placedGateway',
-          'placedPrefix',
-          'placedQos',
-          'placedNamespace',
-          'placedPods',
-          'ownerUid',
-        ),
+        ExpressionAttributeNames: names(...PLACEMENT_ATTRIBUTES, 'ownerUid'),
         ExpressionAttributeValues: values,
       }),
     );
@@ -283,18 +276,14 @@ export class ClaimWrites {
         Key: key(poolPk(subnet, p.family), addressSk(p.family, p.value)),
         UpdateExpression:
           'SET #ownerUid = :to, #ownerName = :name, #claimId = :cid, #claimedAt = :now ' +
-          'REMOVE #placedGateway, #placedPrefix, #placedQos, #placedNamespace, #placedPods, #pointerSk',
+          `REMOVE ${PLACEMENT_REFS}, #pointerSk`,
         ConditionExpression: '#ownerUid = :from',
         ExpressionAttributeNames: names(
           'ownerUid',
           'ownerName',
           'claimId',
           'claimedAt',
-          'placedGateway',
-          'placedPrefix',
-          'placedQos',
-          'placedNamespace',
-          'placedPods',
+          ...PLACEMENT_ATTRIBUTES,
           'pointerSk',
         ),
         ExpressionAttributeValues: {

@@ -11,6 +11,18 @@ import type { PlacedPod, Placement } from '../../ports.js';
 
 type Item = Record<string, AttributeValue>;
 
+/** Every attribute a placement may have: what a release or a hand-over removes, what a placement write names. */
+export const PLACEMENT_ATTRIBUTES = [
+  'placedGateway',
+  'placedPrefix',
+  'placedQos',
+  'placedNamespace',
+  'placedPods',
+] as const;
+
+/** `#placedGateway, …`: the placement's attributes in an update expression, as `names()` maps them. */
+export const PLACEMENT_REFS = PLACEMENT_ATTRIBUTES.map((a) => `#${a}`).join(', ');
+
 /** How `placedQos` stores a policy name ('' for none). */
 export function qosValue(qos: string): AttributeValue {
   return qos ? { S: qos } : { NULL: true };

@@ -10,6 +10,7 @@ import { InvalidSpecError } from '../../domain/errors.js';
 import type { Allocation, Clock, Logger, Metrics, Pool } from '../../ports.js';
 import { byPool, getItem, type Item, key, names, toAllocation } from './items.js';
 import { addressSk, INDEX, poolPk } from './layout.js';
+import { PLACEMENT_ATTRIBUTES, PLACEMENT_REFS } from './placement.js';
 import type { Store } from './store.js';
 
 export interface GcOptions {
@@ -127,8 +128,7 @@ export class Releases {
         Key: key(pk, sk),
         UpdateExpression:
           'SET #freePool = :pk, #releasedAt = :now, #lastOwnerUid = :uid ' +
-          'REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, #placedGateway, #placedPrefix, #placedQos, ' +
-          '#placedNamespace, #placedPods, #pointerSk',
+          `REMOVE #ownerUid, #ownerName, #claimId, #claimedAt, ${PLACEMENT_REFS}, #pointerSk`,
         ConditionExpression: condition,
         ExpressionAttributeNames: names(
           'freePool',
@@ -138,11 +138,7 @@ export class Releases {
           'ownerName',
           'claimId',
           'claimedAt',
-          'placedGateway',
-          'placedPrefix',
-          'placedQos',
-          'placedNamespace',
-          'placedPods',
+          ...PLACEMENT_ATTRIBUTES,
           'pointerSk',
         ),
         ExpressionAttributeValues: values,
