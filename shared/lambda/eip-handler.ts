@@ -13,6 +13,7 @@
  * outcome, in one place (`settle` in shared/core/settle.ts); whatever reaches `onError` is rethrown so Lambda
  * retries and the on-failure destination keeps what never succeeds.
  */
+import { setMaxListeners } from 'node:events';
 import middy, { type MiddlewareObj } from '@middy/core';
 import type { Context } from 'aws-lambda';
 import { invalidEvent, operations } from '../core/operations.js';
@@ -235,6 +236,11 @@ export function eipHandler(
         typeof context?.getRemainingTimeInMillis === 'function'
           ? context.getRemainingTimeInMillis() - timeoutEarlyInMillis
           : defaultBudgetMs;
+      // Every gateway call of every member listens on this one signal while it waits (shared/core/batch.ts), on
+      // each pod of a replicated gateway and for each QoS rule, and takes its listener off when it settles: one EIP
+      // on a 4-pod gateway with a 2-rule policy passes Node's default warning threshold of 10 without any leak. The
+      // signal lives for this invocation only, so nothing can pile up on it beyond the invocation: no threshold.
+      setMaxListeners(0, signal);
       const at = { started, deadline: started + remaining, signal, context };
       if (!batch) return runOne((members[0] as { event: EipEvent }).event, deps, at);
       return runBatch(members, deps, at);

@@ -25,6 +25,39 @@ function burst(n: number) {
 }
 
 describe('a batch event', () => {
+  it('on a replicated gateway with QoS: no listener-leak warning from the calls waiting on the one signal', async () => {
+    // Each member's calls wait on the invocation's signal, on every pod and for every rule, and take their
+    // listeners off when they settle; Node warned (MaxListenersExceededWarning) once more than 10 waited at once.
+    const w = world();
+    const pods = w.replicas(4);
+    w.qos(
+      'two-rules',
+      [
+        { name: 'in', direction: 'ingress', priority: 1, rateMax: '30', burstMax: '3' },
+        { name: 'out', direction: 'egress', priority: 2, rateMax: '20', burstMax: '2' },
+      ],
+      { shared: true },
+    );
+    const names = ['eip-q0', 'eip-q1', 'eip-q2'];
+    for (const name of names) w.eip(name, { qosPolicy: 'two-rules' });
+    const warnings: string[] = [];
+    const onWarning = (e: Error) => warnings.push(`${e.name}: ${e.message}`);
+    process.on('warning', onWarning);
+    try {
+      const out = await eipHandler('add', async () => w.deps)(
+        detailOf(names.map((name) => w.event('add', name, 'added'))),
+        ctx,
+      );
+      expect(statuses(out)).toEqual(names.map((n) => `${n}:applied`));
+      // Warnings are emitted on the next tick.
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    for (const p of pods) expect(w.tc(p)).toHaveLength(names.length * 2);
+    expect(warnings.filter((x) => x.startsWith('MaxListenersExceededWarning'))).toEqual([]);
+  });
+
   it('configures every member with fewer execs than members, each with its own outcome, logs and metrics', async () => {
     const { w, names, events } = burst(16);
     const out = await eipHandler('add', async () => w.deps)(detailOf(events), ctx);
