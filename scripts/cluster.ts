@@ -130,7 +130,7 @@ async function main(): Promise<void> {
   const kubeconfig = resolve(args.kubeconfig);
   await mkdir(dirname(kubeconfig), { recursive: true });
   await api.writeKubeconfig(kubeconfig);
-  process.stdout.write(`ready: ${api.url} kubeconfig=${kubeconfig} kube-ovn=${args.kubeOvnRelease}\n`);
+  process.stdout.write(`ready: ${api.tlsUrl} kubeconfig=${kubeconfig} kube-ovn=${args.kubeOvnRelease}\n`);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;

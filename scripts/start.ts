@@ -150,7 +150,7 @@ async function main(): Promise<void> {
     execModel,
   });
   process.stdout.write(
-    `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.url} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName} kube-ovn=${stack.kubeOvnRelease}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}${stack.dashboardUrl ? ` dashboard=${stack.dashboardUrl}` : ''}\n`,
+    `ready: kubeconfig=${stack.kubeconfig} api=${stack.api.tlsUrl} dynamodb=${stack.dynamodbEndpoint} table=${stack.tableName} kube-ovn=${stack.kubeOvnRelease}${stack.bridge.healthUrl ? ` bridge=${stack.bridge.healthUrl}` : ''}${stack.dashboardUrl ? ` dashboard=${stack.dashboardUrl}` : ''}\n`,
   );
   process.stdout.write(`try: kubectl --kubeconfig ${stack.kubeconfig} get iptables-eips\n`);
   process.stdout.write(

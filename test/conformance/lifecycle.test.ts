@@ -130,12 +130,12 @@ kubectlSuite('running the local API', () => {
         const line = first.stdout().trim();
         expect(line).toMatch(
           new RegExp(
-            `^ready: http://127\\.0\\.0\\.1:\\d+ kubeconfig=${kubeconfig} kube-ovn=${DEFAULT_RELEASE}$`,
+            `^ready: https://127\\.0\\.0\\.1:\\d+ kubeconfig=${kubeconfig} kube-ovn=${DEFAULT_RELEASE}$`,
           ),
         );
         const url = line.split(' ')[1] as string;
-        // The same port speaks TLS; kubectl sends credentials only to an https server.
-        expect(readFileSync(kubeconfig, 'utf8')).toContain(`server: ${url.replace('http:', 'https:')}`);
+        // The URL kubectl uses (it sends credentials only to an https server): the kubeconfig names the same.
+        expect(readFileSync(kubeconfig, 'utf8')).toContain(`server: ${url}`);
         const created = await kubectlWith({ url }, { stdin: manifest(eip('kept')) }, 'apply', '-f', '-');
         expect(created.code, created.stderr).toBe(0);
         const kc = new KubeConfig();
