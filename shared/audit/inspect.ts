@@ -66,6 +66,22 @@ export interface GatewayState {
   hairpin?: HairpinRule[];
 }
 
+/** What names an EIP's address on one pod read, in every finding about that pod (ADR 0120: findings are per pod). */
+export function onPod(
+  eip: { metadata: { name: string; uid: string } },
+  ip: string,
+  state: Pick<GatewayState, 'gateway' | 'pod' | 'podUid'>,
+): { eip: string; uid: string; gateway: string; pod: string; podUid: string; address: string } {
+  return {
+    eip: eip.metadata.name,
+    uid: eip.metadata.uid,
+    gateway: state.gateway,
+    pod: state.pod,
+    podUid: state.podUid,
+    address: ip,
+  };
+}
+
 /** What reading a gateway needs: the read-only execs, the VpcNatGateway's override and KUBE_OVN_RELEASE. */
 type InspectDeps = Pick<Deps, 'cluster' | 'kubeOvnRelease'> & { inspector: GatewayInspector };
 

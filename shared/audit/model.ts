@@ -8,7 +8,7 @@ import { formatAddress, parseAddress } from '../domain/addressing.js';
 import { externalNetworkOf, type GatewayPod, type IptablesEip, Label } from '../domain/kube-ovn.js';
 import type { Allocation, Lease, Pool } from '../ports.js';
 import { addressDrift, gatewayOfAllocation, type Place } from './address-drift.js';
-import type { GatewayState } from './inspect.js';
+import { type GatewayState, onPod } from './inspect.js';
 import { scopeKey, scopeOf } from './pods.js';
 import { directionsOf, qosDrift } from './qos-drift.js';
 
@@ -323,12 +323,7 @@ function gatewayDrift(j: Judged, eip: IptablesEip, ip: string, mine: AuditAlloca
       {
         kind: 'missing-address',
         message: `EIP ${eip.metadata.name} is Ready with ${ip}, but ${ip} is not on gateway ${gw} (pod ${state.pod})`,
-        eip: eip.metadata.name,
-        uid: eip.metadata.uid,
-        gateway: gw,
-        pod: state.pod,
-        podUid: state.podUid,
-        address: ip,
+        ...onPod(eip, ip, { ...state, gateway: gw }),
         subnet: mine.subnet,
         repair: 'redo',
       },
@@ -343,12 +338,7 @@ function hairpinDrift(eip: IptablesEip, ip: string, gw: string, state: GatewaySt
     {
       kind: 'missing-hairpin',
       message: `EIP ${eip.metadata.name}: ${ip} is on gateway ${gw} (pod ${state.pod}), but its nat chain HAIRPIN_SNAT has no rule for it (traffic from the VPC to ${ip} comes back asymmetric)`,
-      eip: eip.metadata.name,
-      uid: eip.metadata.uid,
-      gateway: gw,
-      pod: state.pod,
-      podUid: state.podUid,
-      address: ip,
+      ...onPod(eip, ip, { ...state, gateway: gw }),
       repair: 'redo',
     },
   ];

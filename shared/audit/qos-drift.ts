@@ -3,7 +3,7 @@
  * allocation records as applied, direction by direction; and which directions a set of filters covers. Pure.
  */
 import type { IptablesEip } from '../domain/kube-ovn.js';
-import type { GatewayState, QosFilter } from './inspect.js';
+import { type GatewayState, onPod, type QosFilter } from './inspect.js';
 import type { AuditSnapshot, Drift, QosRules } from './model.js';
 
 /**
@@ -20,14 +20,7 @@ export function qosDrift(
   const name = eip.metadata.name;
   const filters = state.filters;
   const gw = `${state.gateway} (pod ${state.pod})`;
-  const base = {
-    eip: name,
-    uid: eip.metadata.uid,
-    gateway: state.gateway,
-    pod: state.pod,
-    podUid: state.podUid,
-    address: ip,
-  };
+  const base = onPod(eip, ip, state);
   const mineF = filters.filter((f) => f.ip === ip);
   if (!policyName) {
     return mineF.length
