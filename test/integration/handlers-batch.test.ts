@@ -1,44 +1,17 @@
-/**
- * A batch event on the real adapters (docs/adr/0112-one-gateways-burst-in-one-invocation.md): the local Kubernetes
- * API (its exec over WebSocket reaches the simulated kube-ovn 1.12 gateway), DynamoDB (dynalite), the handlers' own
- * identity under infra/rbac. One invocation in ONE container (one Deps, so one gateway batcher) configures a burst
- * of adds on one gateway with fewer execs than EIPs, counted from the local API's request log; a member whose
- * address another host answers for (duplicate address detection refuses it) does not spoil the others; and the
- * batch's retry costs each member that succeeded what the request counts below say.
- */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import {
-  CustomObjectsApi,
-  KubeConfig,
-  type KubernetesObject,
-  KubernetesObjectApi,
-} from '@kubernetes/client-node';
+import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
-import { startStandIns } from '../../local/controllers/index.js';
-import { demoObjects } from '../../local/demo.js';
 import { IDENTITIES } from '../../local/identities.js';
-import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
-import { memoryLogger } from '../../local/memory/logger.js';
-import { buildDeps } from '../../shared/adapters/live.js';
-import { loadConfig } from '../../shared/config/config.js';
+import type { KubeApi } from '../../local/kube-api/index.js';
 import type { Outcome } from '../../shared/core/outcome.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { leaseKey } from '../../shared/domain/lease.js';
 import { detailOf, type EipEvent } from '../../shared/events.js';
 import { BatchMembersFailedError, type BatchOutcome, eipHandler } from '../../shared/lambda/eip-handler.js';
 import type { Deps } from '../../shared/ports.js';
-import {
-  type CountingClient,
-  type DynamoFixture,
-  PRODUCT_RETRIES,
-  startDynamoFixture,
-} from '../support/dynamo.js';
-import { eventuallyValue } from '../support/eventually.js';
+import type { CountingClient } from '../support/dynamo.js';
+import { type HandlersLab, startHandlersLab } from '../support/handlers-lab.js';
 
-const root = join(import.meta.dirname, '../..');
 const TABLE = 'handlers-batch-it';
 const TOKEN = 'handlers-batch-token';
 const POD = 'vpc-nat-gw-gw1-0';
@@ -46,12 +19,11 @@ const N = 16;
 /** Another host on the external segment answers ARP for it: 1.12's `arping -D` refuses the eip-add. */
 const TAKEN = '172.18.0.50';
 
+let lab: HandlersLab;
 let api: KubeApi;
-let dynamo: DynamoFixture;
 let client: CountingClient;
 let deps: Deps;
 let custom: CustomObjectsApi;
-let stop: () => Promise<void>;
 
 const execs = () => api.requests.all().filter((r) => r.path.endsWith('/exec'));
 const handlerRequests = () => api.requests.all().filter((r) => r.user === IDENTITIES.handlers.user);
@@ -87,40 +59,13 @@ const addEvent = (eip: IptablesEip): EipEvent => ({
 });
 
 beforeAll(async () => {
-  api = await startKubeApi({ kubeOvnRelease: '1.12', tokens: [{ token: TOKEN, ...IDENTITIES.handlers }] });
-  const adminKc = new KubeConfig();
-  adminKc.loadFromString(api.kubeconfigYaml());
-  dynamo = await startDynamoFixture();
-  client = await dynamo.table(TABLE, PRODUCT_RETRIES);
-  const standIns = await startStandIns({ kubeConfig: adminKc, release: '1.12' });
-  const objects = KubernetesObjectApi.makeApiClient(adminKc);
-  for (const file of ['handlers.yaml', 'exec-policy.yaml'])
-    for (const d of parseAllDocuments(readFileSync(join(root, 'infra/rbac', file), 'utf8')))
-      await objects.create(d.toJS() as KubernetesObject);
-  for (const o of demoObjects('kube-system')) await objects.create(o as KubernetesObject);
-  custom = adminKc.makeApiClient(CustomObjectsApi);
-  const handlersKc = new KubeConfig();
-  handlersKc.loadFromString(api.kubeconfigYaml(TOKEN));
-  // One container: one Deps, so one gateway adapter and one batcher for every member of a batch.
-  deps = buildDeps(
-    loadConfig({ TABLE_NAME: TABLE, DYNAMODB_ENDPOINT: dynamo.endpoint, KUBECONFIG: '/dev/null' }),
-    {
-      kubeConfig: handlersKc,
-      dynamo: client,
-      log: memoryLogger('warn'),
-    },
-  );
-  await eventuallyValue(() => api.gateways.get('kube-system', POD), { what: "the stand-in's gateway pod" });
+  lab = await startHandlersLab({ table: TABLE, token: TOKEN, release: '1.12' });
+  ({ api, client, deps, custom } = lab);
   api.gateways.segment.addHost(TAKEN);
-  stop = async () => {
-    await standIns.stop();
-    await api.close();
-    await dynamo.close();
-  };
 }, 60_000);
 
 afterAll(async () => {
-  await stop?.();
+  await lab?.stop();
 });
 
 describe('a batch event in one container, on the real adapters', () => {

@@ -3,34 +3,20 @@
  * (dynalite), driven with the sample events — in-process through the middy chain, and through `npm run invoke`.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  CustomObjectsApi,
-  KubeConfig,
-  type KubernetesObject,
-  KubernetesObjectApi,
-} from '@kubernetes/client-node';
+import type { CustomObjectsApi } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
-import { startStandIns } from '../../local/controllers/index.js';
-import { demoObjects } from '../../local/demo.js';
 import { IDENTITIES } from '../../local/identities.js';
-import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
-import { kubeConfigFromFile } from '../../local/kubeconfig.js';
-import { memoryLogger } from '../../local/memory/logger.js';
-import { buildDeps } from '../../shared/adapters/live.js';
-import { loadConfig } from '../../shared/config/config.js';
+import type { KubeApi } from '../../local/kube-api/index.js';
 import { collectGarbage, isGarbageCollector } from '../../shared/core/gc.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import type { EipEvent } from '../../shared/events.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
 import type { Deps } from '../../shared/ports.js';
-import { type DynamoFixture, PRODUCT_RETRIES, startDynamoFixture } from '../support/dynamo.js';
-import { eventuallyValue } from '../support/eventually.js';
+import { type HandlersLab, startHandlersLab } from '../support/handlers-lab.js';
 import { allowed, attributesOf, loadGrants } from '../support/rbac.js';
 
 const run = promisify(execFile);
@@ -39,11 +25,9 @@ const sample = (f: string) => JSON.parse(readFileSync(join(root, 'events', f), '
 const TABLE = 'handlers-it-ipam';
 const HANDLERS_TOKEN = 'handlers-it-token';
 
+let lab: HandlersLab;
 let api: KubeApi;
-let dynamo: DynamoFixture;
-let stop: () => Promise<void>;
 let deps: Deps;
-let dir: string;
 let kubeconfig: string;
 let custom: CustomObjectsApi;
 
@@ -53,43 +37,13 @@ const getEip = async (name: string) =>
     .catch(() => undefined)) as IptablesEip | undefined;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'eip-handlers-'));
-  kubeconfig = join(dir, 'kubeconfig');
-  api = await startKubeApi({ tokens: [{ token: HANDLERS_TOKEN, ...IDENTITIES.handlers }] });
-  await api.writeKubeconfig(kubeconfig);
-  dynamo = await startDynamoFixture();
-  const client = await dynamo.table(TABLE, PRODUCT_RETRIES);
-  const kc = kubeConfigFromFile(kubeconfig);
-  const standIns = await startStandIns({ kubeConfig: kc });
-  const objects = KubernetesObjectApi.makeApiClient(kc);
-  // The handlers' RBAC and exec policy, as `kubectl apply -k infra/rbac` sends them: the local API enforces both.
-  for (const file of ['handlers.yaml', 'exec-policy.yaml'])
-    for (const d of parseAllDocuments(readFileSync(join(root, 'infra/rbac', file), 'utf8')))
-      await objects.create(d.toJS() as KubernetesObject);
-  for (const o of demoObjects('kube-system')) await objects.create(o as KubernetesObject);
-  custom = kc.makeApiClient(CustomObjectsApi);
-  const config = loadConfig({
-    KUBECONFIG: kubeconfig,
-    TABLE_NAME: TABLE,
-    DYNAMODB_ENDPOINT: dynamo.endpoint,
-  });
   // The handlers run as their own identity (as EKS maps their role), under infra/rbac and its exec policy.
-  const handlersKc = new KubeConfig();
-  handlersKc.loadFromString(api.kubeconfigYaml(HANDLERS_TOKEN));
-  deps = buildDeps(config, { kubeConfig: handlersKc, dynamo: client, log: memoryLogger('warn') });
-  await eventuallyValue(() => api.gateways.get('kube-system', 'vpc-nat-gw-gw1-0'), {
-    what: "the stand-in's gateway pod",
-  });
-  stop = async () => {
-    await standIns.stop();
-    await api.close();
-    await dynamo.close();
-  };
+  lab = await startHandlersLab({ table: TABLE, token: HANDLERS_TOKEN });
+  ({ api, deps, custom, kubeconfig } = lab);
 }, 60_000);
 
 afterAll(async () => {
-  await stop?.();
-  rmSync(dir, { recursive: true, force: true });
+  await lab?.stop();
 });
 
 describe('handlers on the real adapters', () => {
@@ -185,7 +139,7 @@ describe('handlers on the real adapters', () => {
         '--table',
         TABLE,
         '--dynamodb-endpoint',
-        dynamo.endpoint,
+        lab.dynamo.endpoint,
       ],
       {
         cwd: root,
