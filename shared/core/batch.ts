@@ -117,6 +117,8 @@ export class GatewayBatcher {
   private readonly settings: Required<BatchSettings>;
   private readonly waiters = new Set<() => void>();
   private active = 0;
+  /** Holds of a pod's lease that are waiting for another container (PodLease's `waiting`). */
+  private leaseWaits = 0;
 
   constructor(private readonly deps: Deps) {
     this.settings = { ...DEFAULTS, ...definedOf(deps.batching) };
@@ -174,7 +176,7 @@ export class GatewayBatcher {
     const key = podLeaseKey(pod);
     let q = this.queues.get(key);
     if (!q) {
-      q = new PodQueue(pod, new PodLease(this.deps, key));
+      q = new PodQueue(pod, new PodLease(this.deps, key, (on) => this.leaseWaiting(on)));
       this.queues.set(key, q);
     }
     q.pod = pod;
@@ -201,8 +203,22 @@ export class GatewayBatcher {
       }
     } finally {
       q.draining = false;
-      if (this.active === 0) await this.giveBack(q);
+      if (this.active === 0 || this.leaseWaits > 0) await this.giveBack(q);
     }
+  }
+
+  /**
+   * Never hold one pod's lease idle while waiting for another's: two containers each holding one pod of a
+   * replicated gateway, each waiting for the other's, would wait until their deadlines (the order in which they take
+   * pods is the order their calls come in). While a hold waits, every queue with nothing to do gives its lease back,
+   * and so does each that becomes idle (drain). A queue with work finishes it (it needs only its own pod), then idles.
+   */
+  private async leaseWaiting(on: boolean): Promise<void> {
+    this.leaseWaits += on ? 1 : -1;
+    if (!on) return;
+    for (const q of [...this.queues.values()])
+      if (!q.draining && q.entries.length === 0 && q.jobs.length === 0 && q.lease.held)
+        await this.giveBack(q);
   }
 
   /**

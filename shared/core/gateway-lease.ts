@@ -26,9 +26,15 @@ export class PodLease {
   /** The holder id of this container's claim on the pod. */
   private readonly holder: string;
 
+  /**
+   * @param waiting told when a hold starts waiting for another holder (true) and when that wait ends (false): the
+   *   container gives back the leases it holds idle meanwhile (GatewayBatcher), so that two containers that each
+   *   hold one pod of a replicated gateway and wait for the other's never wait on each other.
+   */
   constructor(
     private readonly deps: Pick<Deps, 'leases' | 'clock' | 'newId' | 'metrics'>,
     readonly key: string,
+    private readonly waiting?: (on: boolean) => Promise<void>,
   ) {
     this.holder = deps.newId();
   }
@@ -48,14 +54,23 @@ export class PodLease {
     if (this.lease && this.lease.expiresAt >= this.deps.clock.now() + need) return true;
     if (this.deps.clock.now() >= deadline)
       throw new DeadlineError(`no time left to take gateway lease ${this.key}`);
-    for (let wait = FIRST_WAIT_MS; ; wait = Math.min(wait * 2, MAX_WAIT_MS)) {
-      const refused = await this.tryTake(need);
-      if (!refused) return true;
-      this.deps.metrics.count('GatewayLeaseWaits');
-      if (stopIf && (await stopIf())) return false;
-      if (this.deps.clock.now() + wait >= deadline)
-        throw new LeaseHeldError(`gateway pod busy: ${refused.message}`, refused.holder, refused.expiresAt);
-      await sleep(wait * (0.5 + Math.random()));
+    let waited = false;
+    try {
+      for (let wait = FIRST_WAIT_MS; ; wait = Math.min(wait * 2, MAX_WAIT_MS)) {
+        const refused = await this.tryTake(need);
+        if (!refused) return true;
+        this.deps.metrics.count('GatewayLeaseWaits');
+        if (!waited) {
+          waited = true;
+          await this.waiting?.(true);
+        }
+        if (stopIf && (await stopIf())) return false;
+        if (this.deps.clock.now() + wait >= deadline)
+          throw new LeaseHeldError(`gateway pod busy: ${refused.message}`, refused.holder, refused.expiresAt);
+        await sleep(wait * (0.5 + Math.random()));
+      }
+    } finally {
+      if (waited) await this.waiting?.(false);
     }
   }
 
