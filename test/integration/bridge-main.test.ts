@@ -16,7 +16,7 @@ import { type KubeApi, startKubeApi } from '../../local/kube-api/index.js';
 import { kubeConfigFor } from '../../local/kube-api/testing.js';
 import { bundleBridge } from '../../scripts/build-bridge.js';
 import { GROUP, Plural, VERSION } from '../../shared/domain/kube-ovn.js';
-import { type EipEvent, EVENT_SOURCE, parseEipEvent } from '../../shared/events.js';
+import { EVENT_SOURCE, parseEipEvent, parseEipEvents } from '../../shared/events.js';
 import { eventually } from '../support/eventually.js';
 
 interface AwsCall {
@@ -254,7 +254,12 @@ describe('functions/bridge/main.ts', () => {
           const put = JSON.parse(c.body) as {
             Entries: { Source: string; DetailType: string; Detail: string; EventBusName: string }[];
           };
-          const found = put.Entries.find((e) => (JSON.parse(e.Detail) as EipEvent).object.name === 'via-bus');
+          // One event's detail, or a gateway's burst grouped into one (ADR 0112): read as the handlers read it.
+          const found = put.Entries.find((e) =>
+            parseEipEvents(JSON.parse(e.Detail)).members.some(
+              (m) => 'event' in m && m.event.object.name === 'via-bus',
+            ),
+          );
           if (found) return found;
         }
         throw new Error('no PutEvents yet');
