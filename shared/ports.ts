@@ -265,7 +265,7 @@ export interface GatewayRef {
   name: string;
   namespace?: string;
   /**
-   * The workloads' name prefix when the caller has already read it (namePrefixOf over the feature check's
+   * The workloads' name prefix when the caller has already read it (namePrefixFor over the feature check's
    * `namePrefix`): the adapter then does not read ovn-vpc-nat-config again. Without it, the adapter reads it.
    */
   prefix?: string;

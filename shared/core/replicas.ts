@@ -4,7 +4,7 @@
  * address is named in the EIP's conditions. Pure, except `gatewayPodsOf`, the one lookup.
  */
 import { EipError, GatewayNotReadyError } from '../domain/errors.js';
-import { gatewayApp, namePrefixOf } from '../domain/gateway-pod.js';
+import { gatewayApp, namePrefixFor } from '../domain/gateway-pod.js';
 import type { Condition, IptablesEip } from '../domain/kube-ovn.js';
 import type { EipEvent } from '../events.js';
 import type { Deps, GatewayPod, NatGwFeature, PlacedPod, Placement } from '../ports.js';
@@ -33,12 +33,7 @@ export async function gatewayPodsOf(
   namespace: string | undefined,
   known?: { pods?: readonly GatewayPod[]; feature: NatGwFeature },
 ): Promise<GatewayPod[]> {
-  const prefix =
-    known &&
-    namePrefixOf(
-      known.feature.namePrefix ? { natGwNamePrefix: known.feature.namePrefix } : undefined,
-      deps.kubeOvnRelease,
-    );
+  const prefix = known && namePrefixFor(known.feature.namePrefix, deps.kubeOvnRelease);
   if (known?.pods && prefix !== undefined && namespace === undefined) {
     const app = gatewayApp(gateway, prefix);
     return known.pods.filter((p) => p.app === app).sort((a, b) => (a.name < b.name ? -1 : 1));

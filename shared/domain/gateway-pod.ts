@@ -57,8 +57,13 @@ export function gatewayPodName(gw: string, prefix?: string): string {
  * release is known to be 1.12 the default prefix is kept whatever the ConfigMap says.
  */
 export function namePrefixOf(data: Readonly<Record<string, string>> | undefined, release?: string): string {
+  return namePrefixFor(data?.[NAME_PREFIX_KEY], release);
+}
+
+/** The same rule over the `natGwNamePrefix` value alone, as the feature check keeps it (NatGwFeature.namePrefix). */
+export function namePrefixFor(configured: string | undefined, release?: string): string {
   if (release !== undefined && lineOf(release) === '1.12') return DEFAULT_NAME_PREFIX;
-  return data?.[NAME_PREFIX_KEY] || DEFAULT_NAME_PREFIX;
+  return configured || DEFAULT_NAME_PREFIX;
 }
 
 /** The key of ovn-vpc-nat-config naming the gateway workloads' prefix (kube-ovn 1.13+). */

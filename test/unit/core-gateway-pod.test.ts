@@ -9,6 +9,7 @@ import {
   gatewayReplicasOf,
   isNamespaceName,
   isPodOwner,
+  namePrefixFor,
   namePrefixOf,
   net1Address,
   podAttachments,
@@ -38,6 +39,10 @@ describe('gateway pod identity', () => {
     expect(namePrefixOf({ natGwNamePrefix: 'egress' }, '1.12')).toBe('vpc-nat-gw');
     expect(namePrefixOf({ natGwNamePrefix: 'egress' }, 'v1.13.4')).toBe('egress');
     expect(namePrefixOf({ natGwNamePrefix: 'egress' }, 'master')).toBe('egress');
+    expect(namePrefixFor('egress', '1.12')).toBe('vpc-nat-gw');
+    expect(namePrefixFor('egress', 'master')).toBe('egress');
+    expect(namePrefixFor('', 'master')).toBe('vpc-nat-gw');
+    expect(namePrefixFor(undefined)).toBe('vpc-nat-gw');
   });
 
   it("puts them in the EIP's spec.namespace, else the gateway's, on master only (natEipNamespace)", () => {
