@@ -20,7 +20,9 @@ if (file && existsSync(file)) {
   for (const suite of report.testResults ?? []) {
     for (const test of suite.assertionResults ?? []) {
       if (test.status !== 'failed') continue;
-      const message = String(test.failureMessages?.[0] ?? '').split('\n')[0].slice(0, 300);
+      const message = String(test.failureMessages?.[0] ?? '')
+        .split('\n')[0]
+        .slice(0, 300);
       failures.push(`FAILED ${relative(process.cwd(), suite.name)} > ${test.fullName}\n       ${message}`);
     }
     if (suite.status === 'failed' && (suite.assertionResults ?? []).length === 0) {
