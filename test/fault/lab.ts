@@ -90,6 +90,7 @@ export async function startLab(
   options: { execTimeoutMs?: number } = {},
 ): Promise<Lab> {
   const dir = mkdtempSync(join(tmpdir(), 'eip-lab-'));
+  const execTimeoutMs = options.execTimeoutMs ?? 5_000;
   const kubeconfig = join(dir, 'kubeconfig');
   const api = await startKubeApi({ restartDelayMs: 20 });
   await api.writeKubeconfig(kubeconfig);
@@ -141,7 +142,7 @@ export async function startLab(
   let ids = 0;
   const deps: Deps = {
     cluster: createK8sCluster({ kubeConfig: kc, namespace: NS }),
-    gateway: createK8sGateway({ kubeConfig: kc, timeoutMs: options.execTimeoutMs ?? 5_000 }),
+    gateway: createK8sGateway({ kubeConfig: kc, timeoutMs: execTimeoutMs }),
     ipam: createDynamoIpam({ client, tableName: table, log, metrics }),
     holds: createDynamoHolds({ client, tableName: table, log, metrics }),
     leases: createDynamoLeases({ client, tableName: table, clock }),
@@ -149,6 +150,9 @@ export async function startLab(
     log,
     metrics,
     newId: () => `lab-inv-${++ids}`,
+    // As shared/adapters/live.ts wires EXEC_TIMEOUT_MS: the batcher gives each exec this limit (plus its rules'
+    // share), which is what the adapter then enforces; the adapter's own is only its fallback.
+    batching: { execTimeoutMs },
   };
   await eventuallyValue(() => api.gateways.get(NS, POD)?.initialised);
 
