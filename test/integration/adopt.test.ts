@@ -275,7 +275,8 @@ describe.skipIf(skip)('npm run adopt', { timeout: 180_000 }, () => {
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(/0 imported, 3 already imported, 1 skipped/);
     expect(execCount()).toBe(before);
-  });
+    // Three runs of npm run adopt, each a new Node process that compiles the adapters with tsx: 4 s each alone.
+  }, 90_000);
 
   it('leaves an address another owner holds alone, and exits 1 naming it', async () => {
     await kubeOvnMade('clash', '172.18.0.60');
