@@ -8,7 +8,8 @@
  *   document order, `json: cannot unmarshal <json type> into Go struct field <Struct>.<path> of type <go type>`,
  *   where `<Struct>` is the innermost Go struct holding the field and `<path>` the JSON field names from the top
  *   (map keys and list indices are not in it). The decoder keeps going after a type error and reports the first;
- *   a value a custom UnmarshalJSON refuses (metav1.Time: not a string) stops it at once, without that context.
+ *   a value a custom UnmarshalJSON refuses (metav1.Time: not a string) stops it at once and is reported instead,
+ *   with the same context and the type `string` its UnmarshalJSON decoded into.
  * - **apimachinery's unstructured converter** (the result of a strategic merge patch): fields in Go declaration
  *   order, the first error only, in reflect's words (`unrecognized type: string`, `cannot convert int64 to string`,
  *   `cannot restore slice from string`, `cannot restore struct from: string`).
@@ -93,9 +94,9 @@ function shapeProblem(v: JsonValue, t: GoType): string | undefined {
 function decodeValue(v: JsonValue | undefined, t: GoType, at: Context, st: DecodeState): void {
   if (v === undefined || v === null || st.fatal !== undefined || t.kind === 'any') return;
   if (t.kind === 'time') {
-    // Time.UnmarshalJSON decodes into a string with encoding/json, whose error carries no field context.
-    if (typeof v !== 'string')
-      st.fatal = `json: cannot unmarshal ${jsonKind(v)} into Go value of type string`;
+    // Time.UnmarshalJSON decodes into a string with encoding/json and returns its error, which stops the decoder;
+    // the decoder then adds its field context (its UnmarshalTypeError is encoding/json's), the type staying string.
+    if (typeof v !== 'string') st.fatal = typeError(jsonKind(v), { kind: 'string', go: 'string' }, at);
     return;
   }
   const problem = shapeProblem(v, t);
@@ -233,6 +234,8 @@ export function goPrint(v: JsonValue): string {
     const keys = Object.keys(v).sort();
     return `map[${keys.map((k) => `${k}:${goPrint(v[k] as JsonValue)}`).join(' ')}]`;
   }
-  if (typeof v === 'number') return Number.isSafeInteger(v) ? String(v) : goFloat(v);
+  // An integer's text decodes to an int64 (preserving ints), anything else to a float64.
+  if (typeof v === 'number')
+    return Number.isInteger(v) && Math.abs(v) < 2 ** 63 ? BigInt(v).toString() : goFloat(v);
   return String(v);
 }
