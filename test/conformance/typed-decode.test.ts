@@ -13,8 +13,9 @@
  *   dots (`spec.variables.name`: object() pushes a struct field's name only, never a map key or a list index);
  *   `<value>` is `bool`, `string`, `number`, `object`, `array`, or `number <text>` for an integer that does not fit;
  *   `<type>` is reflect's name (`string`, `[]string`, `v1.FailurePolicyType`). saveError keeps the first such
- *   error and decoding goes on, so the first in document order is the one reported. metav1.Time's UnmarshalJSON
- *   decodes with encoding/json, whose error carries no field context (`into Go value of type string`).
+ *   error and decoding goes on, so the first in document order is the one reported; an error a custom UnmarshalJSON
+ *   returns (metav1.Time's, from decoding into a string) stops the decoder and is reported instead, with the same
+ *   context (the fork's UnmarshalTypeError is an alias of encoding/json's) and the type `string`.
  * - apiserver handlers/rest.go transformDecodeError: `<Kind> in version "<version>" cannot be handled as a
  *   <Kind>: <error>`, 400 BadRequest, for create (create.go) and update (update.go) before anything else.
  * - apiserver handlers/patch.go: a JSON or merge patch's result is decoded with the same decoder, a strategic
@@ -28,7 +29,9 @@
  *   refused as `"" is invalid: patch: Invalid value: "{…}": json: cannot unmarshal …`, and a `kubectl apply` of
  *   a ConfigMap with boolean data as `The request is invalid: patch: Invalid value: "map[data:map[…] …]":
  *   unrecognized type: string`.
- * What kubectl sends is read from the local API's request log here: kubectl 1.32 reads YAML as YAML 1.1 (`name: n`
+ * The decoders' texts were also checked by running them, outside the repository, on Go structs mirroring the
+ * table's (test/unit/kube-api-typed.test.ts lists the cases). What kubectl sends is read from the local API's request
+ * log here: kubectl 1.32 reads YAML as YAML 1.1 (`name: n`
  * becomes `"name":false`), sends `fieldValidation=Strict` and validates nothing about built-in kinds itself.
  */
 import { RbacAuthorizationV1Api } from '@kubernetes/client-node';
@@ -281,7 +284,7 @@ kubectlSuite('typed decode of built-in kinds', () => {
       await event(2 ** 31 - 1);
     });
 
-    it('stops at a timestamp that is not a string, with encoding/json words and no field path', async () => {
+    it('stops at a timestamp that is not a string and reports it instead of an earlier wrong label', async () => {
       const e = await apiError(
         env.core.createNamespacedConfigMap({
           namespace: 'default',
@@ -295,8 +298,8 @@ kubectlSuite('typed decode of built-in kinds', () => {
         }),
       );
       expect(e.body.message).toBe(
-        'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go value ' +
-          'of type string',
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct ' +
+          'field ObjectMeta.metadata.creationTimestamp of type string',
       );
     });
 
