@@ -226,6 +226,21 @@ export function patchApplyFailed(message: string): ApiError {
   );
 }
 
+/**
+ * 422 for a patch whose result does not decode into the kind's Go type: the patch handler's Invalid with no kind and
+ * no name (` "" is invalid: patch: Invalid value: "<value>": <decode error>`, which kubectl prints as `The request is
+ * invalid: patch: …`). `value` is the patched object's JSON (JSON and merge patch) or the patch as Go's %+v prints it
+ * (strategic merge patch).
+ */
+export function patchNotDecodable(value: string, why: string): ApiError {
+  const e = fieldInvalid('patch', value, why);
+  return new ApiError(
+    status(422, 'Invalid', ` "" is invalid: ${e.field}: ${e.detail}`, {
+      causes: [{ reason: e.reason, message: e.detail, field: e.field }],
+    }),
+  );
+}
+
 export function tooManyRequests(retryAfterSeconds = 1): ApiError {
   return new ApiError(
     status(429, 'TooManyRequests', 'Too many requests, please try again later.', { retryAfterSeconds }),

@@ -27,6 +27,7 @@ import { apiVersionOf, type Registry, type ResourceDef, resourceKey } from './re
 import { applySchema } from './schema.js';
 import { type Filter, matches } from './selectors.js';
 import type { Store } from './store.js';
+import { checkBuiltinDecodes, checkPatchedBuiltinDecodes } from './typed-kinds.js';
 import {
   dns1123LabelProblems,
   dns1123SubdomainProblems,
@@ -317,6 +318,7 @@ export class Objects {
     if (!isObject(body)) throw badRequest('the body of the request must be a JSON object');
     let obj = clone(body);
     this.checkTypeMeta(def, obj);
+    checkBuiltinDecodes(def, obj);
     this.checkNamespace(def, obj, namespace);
     const m = meta(obj);
     if (
@@ -396,6 +398,7 @@ export class Objects {
     if (!isObject(body)) throw badRequest('the body of the request must be a JSON object');
     const obj = clone(body);
     this.checkTypeMeta(def, obj);
+    checkBuiltinDecodes(def, obj);
     const m = meta(obj);
     if (m.name !== name) {
       throw badRequest(
@@ -461,6 +464,13 @@ export class Objects {
     if (type === 'application/json-patch+json') patched = applyJsonPatch(current, decodeJsonPatch(parsed));
     else if (type === 'application/merge-patch+json') patched = applyMergePatch(current, parsed);
     else patched = applyStrategicMergePatch(current, parsed);
+    // The patched object is decoded into the kind's Go type before the name and namespace checks (patcher.applyPatch).
+    checkPatchedBuiltinDecodes(
+      def,
+      type === 'application/strategic-merge-patch+json',
+      patched,
+      parsed as JsonValue,
+    );
     const pm = meta(patched);
     if (pm.name !== name) {
       throw badRequest(

@@ -40,6 +40,7 @@ import type { Registry, ResourceDef } from './registry.js';
 import { type Filter, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { objectKey, type Store } from './store.js';
 import { type IncludeObject, type TableOptions, toTable } from './table.js';
+import { checkBuiltinDecodes } from './typed-kinds.js';
 import type { Watches } from './watch.js';
 
 export interface RequestRecord {
@@ -674,6 +675,7 @@ export class ApiServer {
       if (verb !== 'create' || !payload.user) throw methodNotAllowed(method);
       const review = decode();
       if (!isObject(review)) throw badRequest('the body of the request must be a JSON object');
+      checkBuiltinDecodes(r.def, review);
       return sendJson(res, 201, answerReview(r.def, review, payload.user, this.d.rbac));
     }
     if (r.subresource === 'status' && (verb === 'delete' || verb === 'deletecollection'))
