@@ -123,13 +123,17 @@ for (const [mode, release] of RUNS) {
        * The nat-gateway.sh calls for `ips` the gateway received since `from` (an index into its history); other
        * EIPs' calls (the demo EIP's QoS re-applied when the stand-in copies its policy's status) are left out.
        */
+      /**
+       * The script's rules about the addresses `of` since history entry `from`, one `<op> <rule>` each: the product
+       * may send two EIPs' rules in one call when they arrive together (ADR 0110), so calls are split into rules.
+       */
       const scriptCalls = (from: number, ...of: string[]) =>
         sim()
           .history()
           .slice(from)
           .filter((h) => h.argv[1] === '/kube-ovn/nat-gateway.sh')
-          .filter((h) => of.some((ip) => [ip, `${ip}/`, `${ip},`].some((p) => h.argv[3]?.startsWith(p))))
-          .map((h) => h.argv.slice(2).join(' '));
+          .flatMap((h) => h.argv.slice(3).map((rule) => `${h.argv[2]} ${rule}`))
+          .filter((r) => of.includes(r.split(' ')[1]?.split(/[/,]/)[0] ?? ''));
       const getEip = async (name: string) =>
         (await t.custom
           .getClusterCustomObject({ group: 'kubeovn.io', version: 'v1', plural: 'iptables-eips', name })
