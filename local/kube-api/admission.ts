@@ -251,8 +251,25 @@ function conditionsOutcome(
   return errors.length === 1 ? (errors[0] as string) : `[${errors.join(', ')}]`;
 }
 
+const byName = (a: JsonObject, b: JsonObject) => String(meta(a).name).localeCompare(String(meta(b).name));
+
 export class Admission {
+  /** The policies and bindings sorted by name, as of the store's generations of the two resources. */
+  private sorted: { generation: number; policies: JsonObject[]; bindings: JsonObject[] } | undefined;
+
   constructor(private readonly store: Store) {}
+
+  /** Every policy and binding by name, sorted again only after one of them was written. */
+  private policiesAndBindings(): { policies: JsonObject[]; bindings: JsonObject[] } {
+    const generation = this.store.generation(POLICIES) + this.store.generation(BINDINGS);
+    if (this.sorted?.generation !== generation)
+      this.sorted = {
+        generation,
+        policies: this.store.list(POLICIES).sort(byName),
+        bindings: this.store.list(BINDINGS).sort(byName),
+      };
+    return this.sorted;
+  }
 
   /** Runs every matching policy binding; throws the first denial, returns warnings and audit annotations. */
   validate(r: AdmissionRequest): AdmissionOutcome {
@@ -288,12 +305,9 @@ export class Admission {
   private matching(
     r: AdmissionRequest,
   ): { policy: string; binding: string; spec: JsonObject; bspec: JsonObject }[] {
-    const byName = (a: JsonObject, b: JsonObject) => String(meta(a).name).localeCompare(String(meta(b).name));
     const specOf = (o: JsonObject) => (isObject(o.spec) ? o.spec : {});
-    const bindings = this.store.list(BINDINGS).sort(byName);
-    return this.store
-      .list(POLICIES)
-      .sort(byName)
+    const { policies, bindings } = this.policiesAndBindings();
+    return policies
       .filter((p) => resourcesMatch(specOf(p).matchConstraints, r, this.store))
       .flatMap((p) =>
         bindings

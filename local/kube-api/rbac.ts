@@ -219,7 +219,24 @@ export interface Decision {
 
 type Visitor = (source: string | undefined, rule: PolicyRule | undefined, err: string | undefined) => boolean;
 
+/** One step of a visit: a rule and the binding it came through, or the error of a binding whose role is missing. */
+type Visited =
+  | { source: string; rule: PolicyRule; err?: undefined }
+  | { source?: undefined; rule?: undefined; err: string };
+
+/** How many (user, namespace) visits are kept before the cache starts again (impersonation can name any user). */
+const VISITS_KEPT = 1000;
+
 export class Rbac {
+  /**
+   * The steps of a visit by user and namespace, valid while no Role, ClusterRole or binding changes: every request
+   * is authorized, and finding a user's rules means reading every ClusterRoleBinding and the namespace's
+   * RoleBindings and their roles. Any write of those four resources (the store's generations) empties it, so a
+   * change takes effect on the next request, as on a real API server (ADR 0128).
+   */
+  private readonly visits = new Map<string, readonly Visited[]>();
+  private visitsGeneration = -1;
+
   constructor(private readonly store: Store) {}
 
   private byName(key: string, namespace?: string): JsonObject[] {
@@ -240,6 +257,26 @@ export class Rbac {
 
   /** DefaultRuleResolver.VisitRulesFor: ClusterRoleBindings, then the RoleBindings of `namespace`. */
   private visit(user: UserInfo, namespace: string, visitor: Visitor): void {
+    for (const v of this.visited(user, namespace)) if (!visitor(v.source, v.rule, v.err)) return;
+  }
+
+  private visited(user: UserInfo, namespace: string): readonly Visited[] {
+    const generation = Object.values(KEY).reduce((n, k) => n + this.store.generation(k), 0);
+    if (generation !== this.visitsGeneration) {
+      this.visits.clear();
+      this.visitsGeneration = generation;
+    }
+    const key = JSON.stringify([namespace, user.username, user.groups]);
+    let steps = this.visits.get(key);
+    if (!steps) {
+      steps = this.collect(user, namespace);
+      if (this.visits.size >= VISITS_KEPT) this.visits.clear();
+      this.visits.set(key, steps);
+    }
+    return steps;
+  }
+
+  private collect(user: UserInfo, namespace: string): Visited[] {
     const sources: { binding: JsonObject; kind: string; ns: string }[] = [
       ...this.byName(KEY.clusterRoleBindings).map((b) => ({
         binding: b,
@@ -254,26 +291,21 @@ export class Rbac {
             ns: namespace,
           }))),
     ];
-    for (const { binding, kind, ns } of sources)
-      if (!this.visitBinding(user, binding, kind, ns, visitor)) return;
+    const steps: Visited[] = [];
+    for (const { binding, kind, ns } of sources) steps.push(...this.bindingSteps(user, binding, kind, ns));
+    return steps;
   }
 
-  /** One binding's rules, when it applies to `user`; false when the visitor stopped. */
-  private visitBinding(
-    user: UserInfo,
-    binding: JsonObject,
-    kind: string,
-    ns: string,
-    visitor: Visitor,
-  ): boolean {
+  /** One binding's rules, when it applies to `user`, or the error of its missing role. */
+  private bindingSteps(user: UserInfo, binding: JsonObject, kind: string, ns: string): Visited[] {
     const subject = subjectsOf(binding).find((s) => appliesTo(user, s, ns));
-    if (!subject) return true;
+    if (!subject) return [];
     const ref = roleRefOf(binding);
     const { rules, err } = this.roleRules(ref, ns);
-    if (err !== undefined) return visitor(undefined, undefined, err);
+    if (err !== undefined) return [{ err }];
     const name = String(meta(binding).name);
     const source = `${kind} "${kind === 'RoleBinding' ? `${name}/${ns}` : name}" of ${ref.kind} "${ref.name}" to ${describeSubject(subject, ns)}`;
-    return (rules ?? []).every((rule) => visitor(source, rule, undefined));
+    return (rules ?? []).map((rule) => ({ source, rule }));
   }
 
   authorize(a: Attributes): Decision {
@@ -311,16 +343,17 @@ export class Rbac {
       if (err) errors.push(err);
       if (!rule) return true;
       if (rule.resources && rule.resources.length > 0) {
+        // Copies: the rules are the cached visit's.
         const r: JsonObject = {
-          verbs: rule.verbs,
-          apiGroups: rule.apiGroups ?? [],
-          resources: rule.resources,
+          verbs: [...rule.verbs],
+          apiGroups: [...(rule.apiGroups ?? [])],
+          resources: [...rule.resources],
         };
-        if (rule.resourceNames && rule.resourceNames.length > 0) r.resourceNames = rule.resourceNames;
+        if (rule.resourceNames && rule.resourceNames.length > 0) r.resourceNames = [...rule.resourceNames];
         resourceRules.push(r);
       }
       if (rule.nonResourceURLs && rule.nonResourceURLs.length > 0)
-        nonResourceRules.push({ verbs: rule.verbs, nonResourceURLs: rule.nonResourceURLs });
+        nonResourceRules.push({ verbs: [...rule.verbs], nonResourceURLs: [...rule.nonResourceURLs] });
       return true;
     });
     const out: JsonObject = { resourceRules, nonResourceRules, incomplete: errors.length > 0 };

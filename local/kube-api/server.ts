@@ -73,7 +73,11 @@ export class RequestLog {
   private entries: RequestRecord[] = [];
   private readonly listeners = new Set<(r: RequestRecord) => void>();
 
-  constructor(private readonly limit = 5000) {}
+  private readonly slack: number;
+
+  constructor(private readonly limit = 5000) {
+    this.slack = Math.ceil(limit / 10);
+  }
 
   /** Calls `fn` with every request from now on (the log keeps only the last `limit`); returns the unsubscribe. */
   subscribe(fn: (r: RequestRecord) => void): () => void {
@@ -100,12 +104,14 @@ export class RequestLog {
     };
     this.entries.push(rec);
     for (const fn of this.listeners) fn(rec);
-    if (this.entries.length > this.limit) this.entries.splice(0, this.entries.length - this.limit);
+    // The oldest go a tenth of the limit at a time: dropping one per request moved the whole array every time.
+    if (this.entries.length > this.limit + this.slack)
+      this.entries.splice(0, this.entries.length - this.limit);
     return rec;
   }
 
   all(): readonly RequestRecord[] {
-    return [...this.entries];
+    return this.entries.slice(-this.limit);
   }
 
   clear(): void {

@@ -54,8 +54,22 @@ export class Store {
   private readonly data = new Map<string, Map<string, JsonObject>>();
   private history: StoreEvent[] = [];
   private readonly listeners = new Set<StoreListener>();
+  /** Per resource, a count that moves with every write of one of its objects (and with a load). */
+  private readonly writes = new Map<string, number>();
 
   constructor(private readonly historyLimit = 1000) {}
+
+  /**
+   * A number that changes whenever an object of `resource` is created, replaced or deleted (or a snapshot loaded):
+   * what a cache of something derived from those objects compares to know it is still current.
+   */
+  generation(resource: string): number {
+    return this.writes.get(resource) ?? 0;
+  }
+
+  private wrote(resource: string): void {
+    this.writes.set(resource, (this.writes.get(resource) ?? 0) + 1);
+  }
 
   /** The current global resourceVersion. */
   get resourceVersion(): number {
@@ -120,6 +134,7 @@ export class Store {
     const m = meta(obj);
     const rv = this.stamp(obj);
     this.bucket(resource).set(objectKey(m.namespace as string | undefined, m.name as string), obj);
+    this.wrote(resource);
     this.emit({ rv, type: 'ADDED', resource, object: obj });
     return obj;
   }
@@ -132,6 +147,7 @@ export class Store {
     const previous = this.bucket(resource).get(key);
     const rv = this.stamp(obj);
     this.bucket(resource).set(key, obj);
+    this.wrote(resource);
     const event: StoreEvent = { rv, type: 'MODIFIED', resource, object: obj };
     if (previous) event.previous = previous;
     this.emit(event);
@@ -145,6 +161,7 @@ export class Store {
     const previous = b?.get(key);
     if (!b || !previous) return undefined;
     b.delete(key);
+    this.wrote(resource);
     const last = clone(previous);
     const rv = this.stamp(last);
     this.emit({ rv, type: 'DELETED', resource, object: last, previous });
@@ -184,6 +201,7 @@ export class Store {
         const m = meta(o);
         this.bucket(r).set(objectKey(m.namespace as string | undefined, m.name as string), o);
       }
+      this.wrote(r);
     }
   }
 }

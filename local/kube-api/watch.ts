@@ -35,8 +35,19 @@ interface ActiveWatch {
   end(): void;
 }
 
+/** The lines one store event was written as, by the resource version a watch serves and the event type sent. */
+interface EventLines {
+  event: StoreEvent;
+  lines: Map<ResourceDef, Map<string, string>>;
+}
+
 export class Watches {
   private readonly active = new Set<ActiveWatch>();
+  /**
+   * The store hands one event to every watch in turn: each watch of the same resource version writes the same line,
+   * so it is presented and serialised once (for the latest event; Table watches have their own).
+   */
+  private latest: EventLines | undefined;
 
   constructor(
     private readonly store: Store,
@@ -46,6 +57,22 @@ export class Watches {
 
   get count(): number {
     return this.active.size;
+  }
+
+  /** `{"type":…,"object":…}` for `e` presented through `def`, shared by every watch that sends the same. */
+  private eventLine(def: ResourceDef, type: EventType, e: StoreEvent): string {
+    if (this.latest?.event !== e) this.latest = { event: e, lines: new Map() };
+    let byType = this.latest.lines.get(def);
+    if (!byType) {
+      byType = new Map();
+      this.latest.lines.set(def, byType);
+    }
+    let line = byType.get(type);
+    if (line === undefined) {
+      line = `${JSON.stringify({ type, object: this.objects.present(def, e.object) })}\n`;
+      byType.set(type, line);
+    }
+    return line;
   }
 
   /** Validates the start point; throws an ApiError before any header is written. */
@@ -93,21 +120,26 @@ export class Watches {
       }
       res.write(`${JSON.stringify({ type, object: out })}\n`);
     };
+    // The event's own object, as `type`.
+    const send = (type: EventType, e: StoreEvent): void => {
+      if (closed) return;
+      if (req.table) write(type, this.objects.present(req.def, e.object));
+      else res.write(this.eventLine(req.def, type, e));
+    };
     // biome-ignore lint/complexity/noExcessiveCognitiveComplexity: the local Kubernetes API follows the apiserver's rules branch by branch, pinned against kubectl and client-node by test/conformance; split, one rule would be spread over several helpers
     const emit = (e: StoreEvent): void => {
       const now = matches(req.filter, e.object);
       switch (e.type) {
         case 'ADDED':
-          if (now) write('ADDED', this.objects.present(req.def, e.object));
+          if (now) send('ADDED', e);
           return;
         case 'DELETED':
-          if (e.previous ? matches(req.filter, e.previous) : now)
-            write('DELETED', this.objects.present(req.def, e.object));
+          if (e.previous ? matches(req.filter, e.previous) : now) send('DELETED', e);
           return;
         case 'MODIFIED': {
           const before = e.previous ? matches(req.filter, e.previous) : now;
-          if (now && before) write('MODIFIED', this.objects.present(req.def, e.object));
-          else if (now) write('ADDED', this.objects.present(req.def, e.object));
+          if (now && before) send('MODIFIED', e);
+          else if (now) send('ADDED', e);
           else if (before && e.previous) {
             const old = this.objects.present(req.def, e.previous);
             meta(old).resourceVersion = String(e.rv);

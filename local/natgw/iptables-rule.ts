@@ -15,8 +15,24 @@ const PORT_PROTOCOLS = ['tcp', 'udp', 'sctp', 'dccp'];
 const PROTOCOLS = [...PORT_PROTOCOLS, 'icmp', 'all'];
 const MATCHES = [...PORT_PROTOCOLS, 'mark', 'conntrack'];
 
+/**
+ * Each rule's text after `-A <chain>`, made once: iptables-save, -S and every -C or -D print or compare every rule
+ * of the table, so a gateway with a thousand EIPs printed thousands of rules for each command. Rules do not change
+ * once made (completeRule freezes them); a flush or delete drops them.
+ */
+const rendered = new WeakMap<NatRule, string>();
+
 export function renderRule(chain: string, r: NatRule): string {
-  const parts = [`-A ${chain}`];
+  let text = rendered.get(r);
+  if (text === undefined) {
+    text = ruleText(r);
+    rendered.set(r, text);
+  }
+  return `-A ${chain} ${text}`;
+}
+
+function ruleText(r: NatRule): string {
+  const parts: string[] = [];
   if (r.src) parts.push(`-s ${formatInet(r.src)}`);
   if (r.dst) parts.push(`-d ${formatInet(r.dst)}`);
   if (r.in) parts.push(`-i ${r.in}`);
@@ -168,6 +184,13 @@ function validPort(v: string): boolean {
   return /^\d{1,5}$/.test(v) && Number(v) <= 65535;
 }
 
+/** A rule frozen with the parts its text is made of (each made for it by the parse): renderRule keeps the text. */
+function frozen(rule: NatRule): NatRule {
+  for (const part of [rule.src, rule.dst, rule.conntrack?.origDst, rule.conntrack, rule.targetArgs])
+    if (part) Object.freeze(part);
+  return Object.freeze(rule);
+}
+
 /** The rule a complete spec describes, or the error iptables gives for a missing target option. */
 export function completeRule(spec: Spec): NatRule | ToolResult {
   if (!spec.target) return usageError('a target (-j) is required by the simulation');
@@ -175,7 +198,7 @@ export function completeRule(spec: Spec): NatRule | ToolResult {
     return usageError('DNAT: needs --to-destination');
   if (spec.target === 'SNAT' && !spec.targetArgs.includes('--to-source'))
     return usageError('SNAT: needs --to-source');
-  return {
+  return frozen({
     ...(spec.src ? { src: spec.src } : {}),
     ...(spec.dst ? { dst: spec.dst } : {}),
     ...(spec.in ? { in: spec.in } : {}),
@@ -186,5 +209,5 @@ export function completeRule(spec: Spec): NatRule | ToolResult {
     ...(spec.conntrack ? { conntrack: spec.conntrack } : {}),
     target: spec.target,
     targetArgs: spec.targetArgs,
-  };
+  });
 }

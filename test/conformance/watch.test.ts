@@ -238,6 +238,16 @@ kubectlSuite('list and watch', () => {
       () => {},
     );
     stops.push(() => abort.abort());
+    // Beside it, an unfiltered watch of the same events: each event is written once per resource version and type,
+    // so this one gets its MODIFIED lines while the filtered one gets ADDED and DELETED for the same events.
+    const all: string[] = [];
+    const abortAll = await new Watch(env.kc).watch(
+      '/apis/kubeovn.io/v1/iptables-eips',
+      { resourceVersion: String(env.api.resourceVersion()) },
+      (type, o: Obj) => all.push(`${type}:${o.metadata.labels?.tier}:${o.metadata.resourceVersion}`),
+      () => {},
+    );
+    stops.push(() => abortAll.abort());
     await env.k('label', 'eip', 'sel-1', 'tier=a', '--overwrite');
     const rvIn = env.api.resourceVersion();
     await env.k('annotate', 'eip', 'sel-1', 'note=x');
@@ -247,6 +257,9 @@ kubectlSuite('list and watch', () => {
     // The DELETED object is the old state (still tier=a) with the new resourceVersion.
     await eventually(() =>
       expect(events).toEqual([`ADDED:a:${rvIn}`, `MODIFIED:a:${rvMod}`, `DELETED:a:${rvOut}`]),
+    );
+    await eventually(() =>
+      expect(all).toEqual([`MODIFIED:a:${rvIn}`, `MODIFIED:a:${rvMod}`, `MODIFIED:c:${rvOut}`]),
     );
   });
 
