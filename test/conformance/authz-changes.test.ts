@@ -39,6 +39,7 @@ describe('RBAC and admission policy changes are decided from at once', () => {
   const listPods = async () => (await asUser(`/api/v1/namespaces/${NS}/pods`)).status;
   const listNamespaces = async () => (await asUser('/api/v1/namespaces')).status;
 
+  const user = { apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'someone' };
   const role = (resources: string[]) => ({
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'Role',
@@ -52,7 +53,14 @@ describe('RBAC and admission policy changes are decided from at once', () => {
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', ...roleRef },
     subjects,
   });
-  const user = { apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'someone' };
+  /** A ClusterRoleBinding of ClusterRole `name` to the test's user, named as the role. */
+  const clusterBinding = (name: string) => ({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+    subjects: [user],
+  });
 
   it('follows a Role, its RoleBinding, a ClusterRole it names and a ClusterRoleBinding as they change', async () => {
     await admin('POST', '/api/v1/namespaces', { metadata: { name: NS } });
@@ -93,13 +101,7 @@ describe('RBAC and admission policy changes are decided from at once', () => {
       rules: [{ apiGroups: [''], resources: ['configmaps', 'namespaces'], verbs: ['list'] }],
     });
     expect(await listNamespaces()).toBe(403);
-    await admin('POST', `${RBAC}/clusterrolebindings`, {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'authz-reader' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'authz-reader' },
-      subjects: [user],
-    });
+    await admin('POST', `${RBAC}/clusterrolebindings`, clusterBinding('authz-reader'));
     expect(await listNamespaces()).toBe(200);
     await admin('DELETE', `${RBAC}/clusterroles/authz-reader`);
     expect(await listNamespaces()).toBe(403);
@@ -113,13 +115,7 @@ describe('RBAC and admission policy changes are decided from at once', () => {
       metadata: { name: 'authz-aggregate' },
       aggregationRule: { clusterRoleSelectors: [{ matchLabels: { 'authz-test': 'true' } }] },
     });
-    await admin('POST', `${RBAC}/clusterrolebindings`, {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'authz-aggregate' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'authz-aggregate' },
-      subjects: [user],
-    });
+    await admin('POST', `${RBAC}/clusterrolebindings`, clusterBinding('authz-aggregate'));
     const crds = async () => (await asUser('/apis/apiextensions.k8s.io/v1/customresourcedefinitions')).status;
     expect(await crds()).toBe(403);
     await admin('POST', `${RBAC}/clusterroles`, {
@@ -148,13 +144,7 @@ describe('RBAC and admission policy changes are decided from at once', () => {
       metadata: { name: 'authz-impersonate' },
       rules: [{ apiGroups: [''], resources: ['users', 'groups'], verbs: ['impersonate'] }],
     });
-    await admin('POST', `${RBAC}/clusterrolebindings`, {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'authz-impersonate' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'authz-impersonate' },
-      subjects: [user],
-    });
+    await admin('POST', `${RBAC}/clusterrolebindings`, clusterBinding('authz-impersonate'));
     // Impersonated, the request is decided by eip-admin's own RBAC: it has none but what everyone has.
     expect(await impersonating()).toBe(403);
     const asAdminGroup = async () =>
