@@ -25,6 +25,7 @@ import { preflight } from '../../local/netns/host.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { RELEASE_ANNOTATION } from '../../shared/domain/dialect/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { unusedStaticAddresses } from '../support/addresses.js';
 import { auditCli } from '../support/audit-cli.js';
 import { eventually, eventuallyValue, type Polling } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
@@ -53,7 +54,6 @@ if (!LONG)
 const NS = 'kube-system';
 const POD = 'vpc-nat-gw-gw1-0';
 const EXT_GW = '172.18.0.1';
-const STATIC = '172.18.0.200';
 
 const htb = (r: KubeOvnRelease) => r === '1.16' || r === 'master';
 const envFile = (r: KubeOvnRelease) => r === '1.15' || htb(r);
@@ -208,9 +208,11 @@ for (const [mode, release] of RUNS) {
         'a random and a static EIP become Ready; net1, the routes and the nat table are as this release leaves them',
         async () => {
           const from = simulated ? sim().history().length : 0;
+          // The static one first, at an address no EIP has, then the random one (test/support/addresses.ts says why).
+          const [STATIC] = unusedStaticAddresses(await addresses()) as [string];
           await apply(eipYaml('e2e-static', { natGwDp: 'gw1', v4ip: STATIC }));
-          await apply(eipYaml('e2e-random', { natGwDp: 'gw1' }));
           ips.set('e2e-static', (await ready('e2e-static')).status!.ip!);
+          await apply(eipYaml('e2e-random', { natGwDp: 'gw1' }));
           ips.set('e2e-random', (await ready('e2e-random')).status!.ip!);
           expect(ips.get('e2e-static')).toBe(STATIC);
           // The eip-add form of this release: the external gateway only on 1.12.

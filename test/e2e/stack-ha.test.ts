@@ -18,6 +18,7 @@ import { parseAllDocuments } from 'yaml';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { jsonLogger } from '../../shared/observability/log.js';
+import { unusedStaticAddresses } from '../support/addresses.js';
 import { auditCli } from '../support/audit-cli.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
@@ -35,7 +36,6 @@ interface Flow {
   prefix: string;
   /** The StatefulSet's pod needs it (scaling back to 1); the Deployment's replicas get theirs from kube-ovn's IPAM. */
   lanIp: string;
-  static: string;
   /** The gateway's spec.replicas at the start (the acceptance asks for the flow with 2 and with 3). */
   replicas: number;
 }
@@ -47,7 +47,6 @@ const FLOWS: Flow[] = [
     namespace: 'kube-system',
     prefix: 'vpc-nat-gw',
     lanIp: '10.0.1.250',
-    static: '172.18.0.199',
     replicas: 2,
   },
   {
@@ -56,7 +55,6 @@ const FLOWS: Flow[] = [
     namespace: 'team-b',
     prefix: 'ha-gw',
     lanIp: '10.0.1.249',
-    static: '172.18.0.198',
     replicas: 3,
   },
 ];
@@ -283,16 +281,22 @@ for (const flow of FLOWS) {
     it('random, static and QoS EIPs on every pod; a QoS change on every pod', async () => {
       for (const p of current)
         expect(p.name).toMatch(new RegExp(`^${app}-[4-9bcdf]+-[bcdfghjklmnpqrstvwxz2456789]{5}$`));
+      // The static one first, at an address no EIP or pod has, then the others (test/support/addresses.ts).
+      const all = (await t.custom.listClusterCustomObject({
+        group: 'kubeovn.io',
+        version: 'v1',
+        plural: 'iptables-eips',
+      })) as { items: IptablesEip[] };
+      const [fixed] = unusedStaticAddresses([
+        ...all.items.flatMap((e) => (e.status?.ip ? [e.status.ip] : [])),
+        ...current.map((p) => p.own),
+      ]) as [string];
+      await apply(eipYaml(`${gateway}-static`, { natGwDp: gateway, v4ip: fixed }));
+      eips.set(`${gateway}-static`, await readyIp(`${gateway}-static`));
+      expect(eips.get(`${gateway}-static`)).toBe(fixed);
       await apply(eipYaml(`${gateway}-random`, { natGwDp: gateway }));
-      await apply(
-        eipYaml(`${gateway}-static`, {
-          natGwDp: gateway,
-          v4ip: flow.static,
-        }),
-      );
       await apply(eipYaml(`${gateway}-qos`, { natGwDp: gateway, qosPolicy: 'qos-demo' }));
-      for (const n of ['random', 'static', 'qos'])
-        eips.set(`${gateway}-${n}`, await readyIp(`${gateway}-${n}`));
+      for (const n of ['random', 'qos']) eips.set(`${gateway}-${n}`, await readyIp(`${gateway}-${n}`));
       qosOf.set(`${gateway}-qos`, ['egress @ 10Mbit', 'ingress @ 20Mbit']);
       await exact(current);
       const r = await kubectl(
