@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IDENTITIES } from '../../local/identities.js';
 import type { KubeApi } from '../../local/kube-api/index.js';
 import type { Outcome } from '../../shared/core/outcome.js';
-import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { poolsOf } from '../../shared/domain/addressing.js';
+import type { IptablesEip, Subnet } from '../../shared/domain/kube-ovn.js';
 import { leaseKey } from '../../shared/domain/lease.js';
 import { detailOf, type EipEvent } from '../../shared/events.js';
 import { BatchMembersFailedError, type BatchOutcome, eipHandler } from '../../shared/lambda/eip-handler.js';
@@ -76,6 +77,18 @@ describe('a batch event in one container, on the real adapters', () => {
     good = [];
     for (let i = 0; i < N; i++) good.push(await createEip(`batch-eip-${i}`));
     const bad = await createEip('batch-eip-taken', { v4ip: TAKEN });
+    // Its claim is made before the batch, as an earlier attempt of its add would have left it: the allocator spreads
+    // random EIPs over the whole pool, so a random member could otherwise be handed TAKEN first and be refused by
+    // the other host too (test/support/addresses.ts).
+    const [pool] = poolsOf(
+      (await custom.getClusterCustomObject({
+        group: 'kubeovn.io',
+        version: 'v1',
+        plural: 'subnets',
+        name: 'ovn-vpc-external-network',
+      })) as Subnet,
+    );
+    await deps.ipam.claimAddress(pool!, TAKEN, { uid: bad.metadata.uid, name: bad.metadata.name });
     events = good.map(addEvent);
     const members = [...events.slice(0, N / 2), addEvent(bad), ...events.slice(N / 2)];
     api.requests.clear();
