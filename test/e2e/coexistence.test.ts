@@ -639,9 +639,13 @@ describe.each(RELEASES)('beside a fenced, unmodified kube-ovn %s', (release) => 
             `of ${BURST} Ready then), ${held} after everything was deleted. Error lines in its log: ${errorLines.length}, by kind ` +
             `(count, first one):${errorKinds(errorLines)}`,
         );
-        // Bounded: a few refusals per EIP over its whole life (ADR 0095, "Costs and limits"), none left pending.
+        // Bounded: a few refusals per EIP over its whole life (ADR 0095, "Costs and limits"), none left pending. The
+        // re-created gateway pod is a race: when the product redoes an EIP first, kube-ovn finds its redo token there
+        // and does nothing (1.6 to 2.8 requests per EIP in all); when kube-ovn sees the new pod first, it writes its
+        // token on every EIP and tries eip-add until the product's redo lands (2.3 more per EIP in that phase, 5.1 in
+        // all, seen on master under CI's load). The bound covers both and still catches a retry loop.
         expect(cost.maxDenied).toBeLessThan(40);
-        expect(cost.sent / BURST).toBeLessThan(5);
+        expect(cost.sent / BURST).toBeLessThan(8);
       } finally {
         await l.close();
       }
