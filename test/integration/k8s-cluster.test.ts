@@ -14,6 +14,7 @@ import {
 } from '../../shared/domain/errors.js';
 import { FINALIZER, type IptablesEip, Label, Plural } from '../../shared/domain/kube-ovn.js';
 import type { Cluster } from '../../shared/ports.js';
+import { ManualClock } from '../support/clock.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { createCustom, createGateway, createSubnets, g, startWorld, type World } from './k8s-fixtures.js';
 
@@ -226,7 +227,14 @@ describe('natGwFeature', () => {
   });
 
   it('with a read cache, reuses the ConfigMaps, Subnets and gateways it read until the cache age passes', async () => {
-    const cachedCluster = createK8sCluster({ kubeConfig: w.kc, namespace: 'kube-system', cacheTtlMs: 300 });
+    // The cache's age is measured on a test clock: how long the requests take (a loaded machine) does not count.
+    const clock = new ManualClock(Date.now());
+    const cachedCluster = createK8sCluster({
+      kubeConfig: w.kc,
+      namespace: 'kube-system',
+      cacheTtlMs: 300,
+      clock,
+    });
     const sent = () =>
       w.api.requests.all().filter((r) => r.headers['user-agent'] === 'eip-lambdas' && r.method === 'GET')
         .length;
@@ -244,7 +252,10 @@ describe('natGwFeature', () => {
     await cachedCluster.getVpcNatGateway('gw1');
     expect(sent() - before).toBe(4);
     // After it: read again, the new answer; the uncached adapter always reads.
-    await new Promise((r) => setTimeout(r, 350));
+    clock.advance(299);
+    expect(await cachedCluster.natGwFeature()).toEqual({ enabled: true });
+    expect(sent() - before).toBe(4);
+    clock.advance(1);
     expect((await cachedCluster.natGwFeature()).enabled).toBe(false);
     expect(sent() - before).toBe(6);
     await cluster.natGwFeature();

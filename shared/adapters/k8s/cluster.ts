@@ -41,6 +41,7 @@ import {
   type VpcNatGateway,
 } from '../../domain/kube-ovn.js';
 import type {
+  Clock,
   Cluster,
   EipObjectChange,
   EipStatusChange,
@@ -67,6 +68,8 @@ export interface K8sClusterOptions {
    * many events; these objects change rarely). 0, the default, reads them every time. ADR 0028.
    */
   cacheTtlMs?: number;
+  /** What the read cache's age is measured with (default the system clock; a test passes its own). */
+  clock?: Clock;
   /** The reportingInstance of the Events written (the Lambda function's name); default REPORTING_COMPONENT. */
   reportingInstance?: string;
   /**
@@ -168,6 +171,7 @@ class K8sCluster implements Cluster {
   private readonly eventNamespace: string;
   private readonly log: Pick<Logger, 'warn'>;
   private readonly cacheTtlMs: number;
+  private readonly clock: Clock;
   private readonly reportingInstance: string;
   private readonly kubeOvnRelease: string | undefined;
   /** Reads of slowly changing objects, by kind and name, with when they were made (a pending read is shared). */
@@ -179,6 +183,7 @@ class K8sCluster implements Cluster {
     this.eventNamespace = options.eventNamespace ?? 'default';
     this.log = options.log ?? defaultLog;
     this.cacheTtlMs = options.cacheTtlMs ?? 0;
+    this.clock = options.clock ?? Date;
     this.reportingInstance = options.reportingInstance ?? REPORTING_COMPONENT;
     this.kubeOvnRelease = options.kubeOvnRelease;
   }
@@ -186,7 +191,7 @@ class K8sCluster implements Cluster {
   /** `read()` once per `cacheTtlMs` per key; a failed read is not kept. */
   private cached<T>(key: string, read: () => Promise<T>): Promise<T> {
     if (this.cacheTtlMs <= 0) return read();
-    const now = Date.now();
+    const now = this.clock.now();
     const hit = this.cache.get(key);
     if (hit && now - hit.at < this.cacheTtlMs) return hit.value as Promise<T>;
     const value = read();
