@@ -18,7 +18,7 @@ import type { Drift } from '../../shared/audit/model.js';
 import { DIALECTS, inspectionExecs, qosDel } from '../../shared/domain/dialect/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { natGatewayArgv } from '../../shared/domain/nat-gateway.js';
-import { unusedStaticAddresses } from '../support/addresses.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { auditCli } from '../support/audit-cli.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
@@ -236,7 +236,7 @@ describe.skipIf(skip)('the audit on replicated gateways, on the local stack (kub
   it('a foreign address on one replica: an orphan there only; --repair --grace 0s removes it from that pod alone', async () => {
     const target = names[2]!;
     // An address no EIP or pod has (random EIPs are spread over the pool: test/support/addresses.ts).
-    const [stray] = unusedStaticAddresses([
+    const [stray] = unusedAddresses([
       ...Object.values(ip),
       await readyIp(t, 'demo-eip'),
       ...sim(t, NS, target).net1Addresses(),

@@ -25,7 +25,7 @@ import { preflight } from '../../local/netns/host.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { RELEASE_ANNOTATION } from '../../shared/domain/dialect/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { unusedStaticAddresses } from '../support/addresses.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { auditCli } from '../support/audit-cli.js';
 import { eventually, eventuallyValue, type Polling } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
@@ -209,7 +209,7 @@ for (const [mode, release] of RUNS) {
         async () => {
           const from = simulated ? sim().history().length : 0;
           // The static one first, at an address no EIP has, then the random one (test/support/addresses.ts says why).
-          const [STATIC] = unusedStaticAddresses(await addresses()) as [string];
+          const [STATIC] = unusedAddresses(await addresses()) as [string];
           await apply(eipYaml('e2e-static', { natGwDp: 'gw1', v4ip: STATIC }));
           ips.set('e2e-static', (await ready('e2e-static')).status!.ip!);
           await apply(eipYaml('e2e-random', { natGwDp: 'gw1' }));

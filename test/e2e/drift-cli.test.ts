@@ -20,6 +20,7 @@ import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import { addressSk, poolPk } from '../../shared/adapters/dynamo/layout.js';
 import { parseAddress } from '../../shared/domain/addressing.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
@@ -55,6 +56,7 @@ function audit(...args: string[]): Promise<{ code: number; stdout: string; stder
 const gw = (...argv: string[]) =>
   kubectl(stack.api, 'exec', '-n', NS, POD, '-c', 'vpc-nat-gw', '--', ...argv);
 const net1 = async () => (await gw('ip', '-o', 'addr', 'show', 'dev', 'net1')).stdout;
+const net1Addresses = async () => [...(await net1()).matchAll(/inet (\S+)/g)].map((m) => m[1]!);
 const demo = async () =>
   (await custom.getClusterCustomObject({
     group: 'kubeovn.io',
@@ -158,10 +160,7 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
     expect(reserved?.address).toMatch(/^172\.18\.0\.\d+$/);
     expect(await net1()).toContain(`inet ${reserved!.address}/24`);
     // An allocation whose owner never existed, claimed long ago (older than the collector's grace period).
-    const on = await net1();
-    const address = Array.from({ length: 50 }, (_, i) => `172.18.0.${150 + i}`).find(
-      (a) => !on.includes(`${a}/`),
-    )!;
+    const [address] = unusedAddresses(await net1Addresses(), { from: 150 }) as [string];
     const value = parseAddress(address)!.value;
     await client.send(
       new PutItemCommand({
@@ -185,10 +184,7 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
   }, 60_000);
 
   it('a status.ip written by hand is set back to the allocation by the stack itself', async () => {
-    const on = await net1();
-    const wrong = Array.from({ length: 50 }, (_, i) => `172.18.0.${60 + i}`).find(
-      (a) => !on.includes(`inet ${a}/`),
-    )!;
+    const [wrong] = unusedAddresses(await net1Addresses(), { from: 60 }) as [string];
     const patch = await kubectl(
       stack.api,
       'patch',
@@ -213,10 +209,7 @@ describe.skipIf(skip)('gateway drift on the local stack, and npm run audit', () 
 
   it('a stray address: reported (exit 1, --json), kept by a dry run and inside the grace period, removed with --grace 0s', async () => {
     // An address no EIP has: every allocated address of this stack is on net1 (the allocator spreads them out).
-    const on = await net1();
-    const stray = Array.from({ length: 50 }, (_, i) => `172.18.0.${150 + i}`).find(
-      (a) => !on.includes(`inet ${a}/`),
-    )!;
+    const [stray] = unusedAddresses(await net1Addresses(), { from: 150 }) as [string];
     const re = stray.replaceAll('.', '\\.');
     const add = await gw('ip', 'addr', 'add', `${stray}/24`, 'dev', 'net1');
     expect(add.code, add.stderr).toBe(0);

@@ -20,6 +20,7 @@ import { type LocalStack, startLocalStack } from '../../local/stack.js';
 import { DEFAULT_ORPHAN_GRACE_MS } from '../../shared/audit/audit.js';
 import { DEFAULT_DRIFT_PERIOD_MS } from '../../shared/audit/schedule.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 
@@ -127,10 +128,8 @@ describe.skipIf(skip)('drift and hand edits repaired by the local stack on its d
       eip('lat-holder', { qosPolicy: own }),
     ]);
     const ip = (e: IptablesEip) => e.status!.ip!;
-    const foreign = Array.from({ length: 60 }, (_, i) => `172.18.0.${180 + i}`).find((a) => !onNet1(a))!;
-    const wrongIp = Array.from({ length: 60 }, (_, i) => `172.18.0.${120 + i}`).find(
-      (a) => !onNet1(a) && a !== foreign,
-    )!;
+    const [foreign] = unusedAddresses(sim().net1Addresses(), { from: 180 }) as [string];
+    const [wrongIp] = unusedAddresses([...sim().net1Addresses(), foreign], { from: 120 }) as [string];
 
     // All edits at once.
     const t0 = Date.now();

@@ -12,7 +12,7 @@ import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { Condition, IptablesEip } from '../../shared/domain/kube-ovn.js';
 import type { Ipam } from '../../shared/ports.js';
-import { unusedStaticAddresses } from '../support/addresses.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { eventuallyValue, type Polling } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { startTestStack, type TestStack } from '../support/stack.js';
@@ -275,7 +275,7 @@ describe.skipIf(skip)('gateway truth on the local stack', () => {
 
   it('case 6: an EIP rejected for an address conflict becomes Ready by itself once the address is freed', async () => {
     // Two addresses no EIP has (every allocated address of this stack is on net1; test/support/addresses.ts).
-    const [held, outside] = unusedStaticAddresses(net1('gw1'), 2) as [string, string];
+    const [held, outside] = unusedAddresses(net1('gw1'), { count: 2 }) as [string, string];
     await applyEip('t6-holder', { natGwDp: 'gw1', v4ip: held });
     await ready('t6-holder');
     await applyEip('t6-waiter', { natGwDp: 'gw1', v4ip: held });

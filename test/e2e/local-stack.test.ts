@@ -9,7 +9,7 @@ import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
 import type { LocalStack } from '../../local/stack.js';
 import { createDynamoIpam } from '../../shared/adapters/dynamo/index.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
-import { unusedStaticAddresses } from '../support/addresses.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { eventuallyValue, type Polling } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
 import { startTestStack, type TestStack } from '../support/stack.js';
@@ -127,7 +127,7 @@ describe.skipIf(skip)('the local stack, end to end', () => {
 
   it('creates a random and a static EIP applied with kubectl', async () => {
     // The static one first, at an address no EIP has (test/support/addresses.ts says why).
-    const [wanted] = unusedStaticAddresses(net1()) as [string];
+    const [wanted] = unusedAddresses(net1()) as [string];
     await apply(eipYaml('e2e-static', { natGwDp: 'gw1', v4ip: wanted }));
     const fixed = await ready('e2e-static');
     await apply(eipYaml('e2e-random', { natGwDp: 'gw1' }));

@@ -18,7 +18,7 @@ import { parseAllDocuments } from 'yaml';
 import { kubectl, kubectlWith } from '../../local/kube-api/testing.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { jsonLogger } from '../../shared/observability/log.js';
-import { unusedStaticAddresses } from '../support/addresses.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { auditCli } from '../support/audit-cli.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
@@ -287,7 +287,7 @@ for (const flow of FLOWS) {
         version: 'v1',
         plural: 'iptables-eips',
       })) as { items: IptablesEip[] };
-      const [fixed] = unusedStaticAddresses([
+      const [fixed] = unusedAddresses([
         ...all.items.flatMap((e) => (e.status?.ip ? [e.status.ip] : [])),
         ...current.map((p) => p.own),
       ]) as [string];

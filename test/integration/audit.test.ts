@@ -29,6 +29,7 @@ import { loadConfig } from '../../shared/config/config.js';
 import { poolsOf } from '../../shared/domain/addressing.js';
 import type { IptablesEip } from '../../shared/domain/kube-ovn.js';
 import { eipHandler } from '../../shared/lambda/eip-handler.js';
+import { unusedAddresses } from '../support/addresses.js';
 import { type DynamoFixture, PRODUCT_RETRIES, startDynamoFixture } from '../support/dynamo.js';
 import { eventuallyValue } from '../support/eventually.js';
 import { kubectlOrSkip } from '../support/kubectl.js';
@@ -100,13 +101,10 @@ const stray = { orphan: '', label: '', ghost: '', forE: '', returning: '' };
 
 /** Addresses from 172.18.0.200 up that no allocation in the table holds now, as many as asked. */
 async function freeAddresses(count: number): Promise<string[]> {
-  const held = new Set<string>();
+  const held: string[] = [];
   for await (const page of paginateScan({ client }, { TableName: TABLE }))
-    for (const it of page.Items ?? []) if (it.ownerUid?.S && it.address?.S) held.add(it.address.S);
-  const free: string[] = [];
-  for (let i = 200; i < 250 && free.length < count; i++)
-    if (!held.has(`172.18.0.${i}`)) free.push(`172.18.0.${i}`);
-  return free;
+    for (const it of page.Items ?? []) if (it.ownerUid?.S && it.address?.S) held.push(it.address.S);
+  return unusedAddresses(held, { count });
 }
 
 beforeAll(async () => {
